@@ -1,0 +1,34 @@
+# riskstream: `make demo` and `make test` work on a fresh machine (they create .venv).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export DO_NOT_TRACK := 1
+export PYTHONHASHSEED := 0
+
+.PHONY: setup demo test test-sqlite bench dev clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -U pip setuptools wheel
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+	@if [ -f dbt_project/dbt_project.yml ]; then $(PY) -m orchestration.prepare_dbt; fi
+
+demo: setup
+	$(PY) -m streaming.demo
+
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 tests
+
+bench: setup
+	$(PY) -m streaming.bench
+
+dev: setup
+	bash scripts/dev.sh
+
+clean:
+	rm -rf .riskstream evidence/out bench/results

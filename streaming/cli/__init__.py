@@ -1,0 +1,1 @@
+"""The `riskstream` command line."""

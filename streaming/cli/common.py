@@ -1,0 +1,71 @@
+"""Shared CLI plumbing: store option, output formats, progress bars, error exits."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import sys
+from contextlib import contextmanager
+from typing import Iterable
+
+import click
+import orjson
+
+from ..store.ops import DEFAULT_STORE_URL, Store
+
+store_option = click.option(
+    "--store", "store_url", envvar="RISKSTREAM_STORE_URL", default=DEFAULT_STORE_URL,
+    show_default=True, help="Operational store URL (sqlite:///... or postgresql://...).")
+
+format_option = click.option("--format", "fmt", type=click.Choice(["csv", "json"]),
+                             default="csv", show_default=True)
+
+
+def open_store(url: str) -> Store:
+    return Store(url)
+
+
+def emit_rows(rows: list[dict], columns: list[str], fmt: str) -> None:
+    if fmt == "json":
+        click.echo(orjson.dumps([{c: r.get(c) for c in columns} for r in rows],
+                                option=orjson.OPT_INDENT_2).decode())
+        return
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow(["" if r.get(c) is None else r.get(c) for c in columns])
+    click.echo(buf.getvalue(), nl=False)
+
+
+@contextmanager
+def progress_bar(label: str, enabled: bool | None = None):
+    """A rich progress bar on stderr; yields a callback (done, total)."""
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+    console = Console(stderr=True)
+    if enabled is None:
+        enabled = console.is_terminal and not os.environ.get("CI")
+    if not enabled:
+        yield lambda done, total: None
+        return
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+                  transient=False) as prog:
+        task = prog.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            prog.update(task, completed=done, total=max(total, done))
+
+        yield update
+
+
+def fail(message: str, code: int = 2) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def echo_json(obj) -> None:
+    click.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())

@@ -1,0 +1,87 @@
+"""What operators emit, collected per batch by the host and committed in one transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..contracts import Record, payload_hash
+
+# Dispositions of a valid record; with `quarantined` they close the accounting:
+# read = accepted + duplicate + stale + quarantined + routed_to_repair
+ACCEPTED = "accepted"
+DUPLICATE = "duplicate"
+STALE = "stale"
+ROUTED = "routed_to_repair"
+QUARANTINED = "quarantined"
+BUCKETS = (ACCEPTED, DUPLICATE, STALE, QUARANTINED, ROUTED)
+
+
+@dataclass(slots=True)
+class Fact:
+    """An immutable output fact. `payload` is the business content the hash is taken over."""
+
+    fact_key: str
+    kind: str
+    logical_key: str
+    status: str
+    payload: dict
+    payload_hash: str
+    predecessor_key: str | None = None
+
+    @classmethod
+    def make(cls, fact_key: str, kind: str, logical_key: str, status: str, payload: dict,
+             predecessor_key: str | None = None) -> "Fact":
+        return cls(fact_key, kind, logical_key, status, payload, payload_hash(payload),
+                   predecessor_key)
+
+
+@dataclass(slots=True)
+class QueueEntry:
+    """A record sent to the dated replay queue (or, for the ledger and receipts, to repair)."""
+
+    topic: str
+    partition: int
+    offset: int
+    event_id: str
+    revision: int
+    key: str
+    event_us: int
+    reason: str
+    watermark_at_arrival: int
+    detail: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Quarantined:
+    topic: str
+    partition: int
+    offset: int
+    reason: str
+    detail: str
+    raw: str
+
+
+class Emit:
+    """Per-batch collector handed to operators."""
+
+    __slots__ = ("facts", "dispositions", "queue", "quarantine", "extra")
+
+    def __init__(self) -> None:
+        self.facts: list[Fact] = []
+        self.dispositions: list[tuple[Record, str]] = []
+        self.queue: list[QueueEntry] = []
+        self.quarantine: list[Quarantined] = []
+        self.extra: dict[str, list[Any]] = {}  # pipeline-specific rows (e.g. repair requests)
+
+    def fact(self, f: Fact) -> None:
+        self.facts.append(f)
+
+    def disposition(self, rec: Record, what: str) -> None:
+        self.dispositions.append((rec, what))
+
+    def add_extra(self, table: str, row: Any) -> None:
+        self.extra.setdefault(table, []).append(row)
+
+    def __len__(self) -> int:
+        return len(self.facts) + len(self.dispositions) + len(self.queue) + len(self.quarantine)

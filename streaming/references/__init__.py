@@ -1,0 +1,1 @@
+"""Reference implementations used as oracles by tests and benchmarks."""

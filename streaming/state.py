@@ -1,0 +1,120 @@
+"""Keyed, time-indexed state: per key, entries ordered by event time.
+
+Probes bisect into the eligible time range, so a probe touches only records that can match;
+eviction pops a prefix. Record counts and bytes are tracked per key and in total so that the
+hot key and the state peak are observable without walking the state."""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from typing import Any, Iterator
+
+
+class TimeIndex:
+    """Entries of one key, ordered by (event time, insertion sequence)."""
+
+    __slots__ = ("times", "items", "bytes")
+
+    def __init__(self) -> None:
+        self.times: list[tuple[int, int]] = []
+        self.items: list[Any] = []
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def insert(self, t: int, seq: int, item: Any, size: int) -> None:
+        k = (t, seq)
+        if not self.times or k >= self.times[-1]:
+            self.times.append(k)
+            self.items.append(item)
+        else:
+            i = bisect_right(self.times, k)
+            self.times.insert(i, k)
+            self.items.insert(i, item)
+        self.bytes += size
+
+    def range(self, lo: int, hi: int) -> Iterator[Any]:
+        """Items with lo <= t <= hi (both inclusive)."""
+        times = self.times
+        i = bisect_left(times, (lo, -1))
+        j = bisect_right(times, (hi, 1 << 62))
+        items = self.items
+        for x in range(i, j):
+            yield items[x]
+
+    def pop_before(self, bound: int) -> list[Any]:
+        """Remove and return items with t < bound, oldest first."""
+        i = bisect_left(self.times, (bound, -1))
+        if i == 0:
+            return []
+        out = self.items[:i]
+        del self.times[:i]
+        del self.items[:i]
+        return out
+
+    def remove(self, t: int, seq: int) -> Any:
+        i = bisect_left(self.times, (t, seq))
+        if i < len(self.times) and self.times[i] == (t, seq):
+            del self.times[i]
+            return self.items.pop(i)
+        return None
+
+    def first_time(self) -> int | None:
+        return self.times[0][0] if self.times else None
+
+
+class KeyedSide:
+    """One input side of a keyed operator: key -> TimeIndex, with totals."""
+
+    __slots__ = ("name", "keys", "records", "bytes")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.keys: dict[str, TimeIndex] = {}
+        self.records = 0
+        self.bytes = 0
+
+    def insert(self, key: str, t: int, seq: int, item: Any, size: int) -> None:
+        idx = self.keys.get(key)
+        if idx is None:
+            idx = self.keys[key] = TimeIndex()
+        idx.insert(t, seq, item, size)
+        self.records += 1
+        self.bytes += size
+
+    def probe(self, key: str, lo: int, hi: int) -> Iterator[Any]:
+        idx = self.keys.get(key)
+        if idx is None:
+            return iter(())
+        return idx.range(lo, hi)
+
+    def pop_before(self, key: str, bound: int, size_of) -> list[Any]:
+        idx = self.keys.get(key)
+        if idx is None:
+            return []
+        out = idx.pop_before(bound)
+        if out:
+            freed = sum(size_of(x) for x in out)
+            idx.bytes -= freed
+            self.bytes -= freed
+            self.records -= len(out)
+            if not idx.times:
+                del self.keys[key]
+        return out
+
+    def remove(self, key: str, t: int, seq: int, size: int) -> Any:
+        idx = self.keys.get(key)
+        if idx is None:
+            return None
+        item = idx.remove(t, seq)
+        if item is not None:
+            idx.bytes -= size
+            self.bytes -= size
+            self.records -= 1
+            if not idx.times:
+                del self.keys[key]
+        return item
+
+    def key_stats(self) -> dict[str, tuple[int, int]]:
+        return {k: (len(v), v.bytes) for k, v in self.keys.items()}

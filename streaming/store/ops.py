@@ -1,0 +1,363 @@
+"""Store operations: engine set-up, the batch commit (facts + current view + archive + quarantine
++ queue + journal + metrics in one transaction), checkpoints and readers."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable
+
+import orjson
+from sqlalchemy import Table, create_engine, event, func, select, update
+from sqlalchemy.engine import Connection, Engine
+
+from . import schema as S
+
+DEFAULT_STORE_URL = "sqlite:///.riskstream/ops.sqlite"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def dumps(obj: Any) -> str:
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def loads(text: str | bytes) -> Any:
+    return orjson.loads(text)
+
+
+def normalize_url(url: str) -> str:
+    """postgresql:// URLs use psycopg 3 (the `psycopg` driver)."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def make_engine(url: str) -> Engine:
+    url = normalize_url(url)
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[1] if "///" in url else ""
+        if path and path != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _rec):  # noqa: ANN001
+            # The store is the system of record: durable commits, readers beside one writer.
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA synchronous=FULL")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn):  # noqa: ANN001
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def insert_ignore(conn: Connection, table: Table, rows: list[dict]) -> int:
+    """INSERT ... ON CONFLICT DO NOTHING on either dialect. Returns rows inserted."""
+    if not rows:
+        return 0
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    res = conn.execute(dialect_insert(table).on_conflict_do_nothing(), rows)
+    return res.rowcount if res.rowcount is not None and res.rowcount >= 0 else len(rows)
+
+
+def upsert(conn: Connection, table: Table, rows: list[dict], keys: list[str]) -> None:
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    stmt = dialect_insert(table)
+    cols = {c: getattr(stmt.excluded, c) for c in rows[0] if c not in keys}
+    conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=cols), rows)
+
+
+@dataclass
+class SinkResult:
+    written: int = 0
+    noop: int = 0
+    rejected: int = 0
+    rejected_keys: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BatchWrite:
+    """Everything one batch commits, atomically."""
+
+    pipeline: str
+    seq: int
+    facts: list = field(default_factory=list)
+    archive: list[dict] = field(default_factory=list)
+    quarantine: list[dict] = field(default_factory=list)
+    queue: list[dict] = field(default_factory=list)
+    journal: dict | None = None
+    metrics: dict | None = None
+    extra: dict[str, list[dict]] = field(default_factory=dict)
+    generation_id: str | None = None
+
+
+def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int | None,
+                generation_id: str | None = None) -> SinkResult:
+    """The sink contract: a new key is written; an existing key with the same payload hash is a
+    no-op; an existing key with another hash is rejected and recorded as an exception. The
+    current view is derived from the newly written facts in the same transaction."""
+    res = SinkResult()
+    if not facts_in:
+        return res
+    # Within a batch, the first occurrence of a key wins; a later different one is a conflict.
+    ordered: list = []
+    seen: dict[str, str] = {}
+    conflicts: list[tuple[Any, str]] = []
+    for f in facts_in:
+        h = seen.get(f.fact_key)
+        if h is None:
+            seen[f.fact_key] = f.payload_hash
+            ordered.append(f)
+        elif h != f.payload_hash:
+            conflicts.append((f, h))
+        else:
+            res.noop += 1
+    existing: dict[str, str] = {}
+    keys = [f.fact_key for f in ordered]
+    fc = S.facts.c
+    for i in range(0, len(keys), 500):
+        chunk = keys[i:i + 500]
+        for k, h in conn.execute(select(fc.fact_key, fc.payload_hash).where(
+                fc.pipeline == pipeline, fc.fact_key.in_(chunk))):
+            existing[k] = h
+    created = now_iso()
+    new_rows: list[dict] = []
+    view: dict[tuple[str, str], dict] = {}
+    for f in ordered:
+        h = existing.get(f.fact_key)
+        if h is None:
+            payload = dumps(f.payload)
+            new_rows.append({"pipeline": pipeline, "fact_key": f.fact_key, "kind": f.kind,
+                             "logical_key": f.logical_key, "status": f.status,
+                             "payload_hash": f.payload_hash, "payload": payload,
+                             "predecessor_key": f.predecessor_key, "batch_seq": batch_seq,
+                             "generation_id": generation_id, "created_at": created})
+            view[(f.kind, f.logical_key)] = {"pipeline": pipeline, "kind": f.kind,
+                                             "logical_key": f.logical_key,
+                                             "fact_key": f.fact_key, "status": f.status,
+                                             "payload": payload, "batch_seq": batch_seq}
+        elif h == f.payload_hash:
+            res.noop += 1
+        else:
+            conflicts.append((f, h))
+    if new_rows:
+        conn.execute(S.facts.insert(), new_rows)
+        res.written = len(new_rows)
+    if view and generation_id is None:
+        upsert(conn, S.current_view, list(view.values()), ["pipeline", "kind", "logical_key"])
+    if conflicts:
+        rows = [{"pipeline": pipeline, "fact_key": f.fact_key, "existing_hash": h,
+                 "rejected_hash": f.payload_hash, "rejected_payload": dumps(f.payload),
+                 "reason": "existing key with different content", "batch_seq": batch_seq,
+                 "created_at": created} for f, h in conflicts]
+        insert_ignore(conn, S.sink_exceptions, rows)
+        res.rejected = len(conflicts)
+        res.rejected_keys = [f.fact_key for f, _ in conflicts]
+    return res
+
+
+class Store:
+    def __init__(self, url: str = DEFAULT_STORE_URL):
+        self.url = url
+        self.engine = make_engine(url)
+        S.metadata.create_all(self.engine)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # ------------------------------------------------------------------ writes
+    def commit_batch(self, b: BatchWrite, before_commit: Callable[[], None] | None = None
+                     ) -> SinkResult:
+        with self.engine.begin() as conn:
+            res = write_facts(conn, b.pipeline, b.facts, b.seq, b.generation_id)
+            insert_ignore(conn, S.archive, b.archive)
+            insert_ignore(conn, S.quarantine, b.quarantine)
+            insert_ignore(conn, S.replay_queue, b.queue)
+            for table, rows in b.extra.items():
+                insert_ignore(conn, S.metadata.tables[table], rows)
+            if b.journal is not None:
+                insert_ignore(conn, S.journal, [b.journal])
+            if b.metrics is not None:
+                upsert(conn, S.metrics, [b.metrics], ["pipeline", "seq"])
+            if before_commit is not None:
+                before_commit()
+        return res
+
+    def write_checkpoint(self, row: dict, mid_write: Callable[[], None] | None = None) -> None:
+        """One row in one transaction: a checkpoint is either wholly there or not at all."""
+        with self.engine.begin() as conn:
+            conn.execute(S.checkpoints.insert(), [row])
+            if mid_write is not None:
+                mid_write()
+
+    def start_run(self, pipeline: str, settings: dict) -> int:
+        with self.engine.begin() as conn:
+            r = conn.execute(S.runs.insert().values(pipeline=pipeline, started_at=now_iso(),
+                                                    settings=dumps(settings)))
+            return r.inserted_primary_key[0]
+
+    def finish_run(self, run_id: int, result: dict) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(update(S.runs).where(S.runs.c.id == run_id).values(
+                finished_at=now_iso(), result=dumps(result)))
+
+    # ------------------------------------------------------------------ reads
+    def latest_checkpoint(self, pipeline: str) -> dict | None:
+        c = S.checkpoints.c
+        with self.engine.connect() as conn:
+            row = conn.execute(select(S.checkpoints).where(c.pipeline == pipeline)
+                               .order_by(c.id.desc()).limit(1)).mappings().first()
+            return dict(row) if row else None
+
+    def checkpoints(self, pipeline: str) -> list[dict]:
+        c = S.checkpoints.c
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(
+                select(c.id, c.journal_seq, c.serializer, c.state_schema, c.meta, c.size_bytes,
+                       c.duration_ms, c.created_at).where(c.pipeline == pipeline)
+                .order_by(c.id)).mappings()]
+
+    def journal_after(self, pipeline: str, seq: int) -> list[dict]:
+        j = S.journal.c
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(
+                select(S.journal).where(j.pipeline == pipeline, j.seq > seq)
+                .order_by(j.seq)).mappings()]
+
+    def last_journal_seq(self, pipeline: str) -> int:
+        j = S.journal.c
+        with self.engine.connect() as conn:
+            v = conn.execute(select(func.max(j.seq)).where(j.pipeline == pipeline)).scalar()
+            return int(v or 0)
+
+    def rows(self, stmt) -> list[dict]:
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(stmt).mappings()]
+
+    def current(self, pipeline: str, kind: str) -> list[dict]:
+        v = S.current_view.c
+        return self.rows(select(S.current_view).where(v.pipeline == pipeline, v.kind == kind)
+                         .order_by(v.logical_key))
+
+    def facts(self, pipeline: str, kind: str | None = None) -> list[dict]:
+        f = S.facts.c
+        stmt = select(S.facts).where(f.pipeline == pipeline)
+        if kind:
+            stmt = stmt.where(f.kind == kind)
+        return self.rows(stmt.order_by(f.id))
+
+    def queue(self, pipeline: str | None = None, status: str | None = None) -> list[dict]:
+        q = S.replay_queue.c
+        stmt = select(S.replay_queue)
+        if pipeline:
+            stmt = stmt.where(q.pipeline == pipeline)
+        if status:
+            stmt = stmt.where(q.status == status)
+        return self.rows(stmt.order_by(q.queue_date, q.id))
+
+    def quarantine_rows(self, pipeline: str) -> list[dict]:
+        q = S.quarantine.c
+        return self.rows(select(S.quarantine).where(q.pipeline == pipeline)
+                         .order_by(q.topic, q.partition, q.offset))
+
+    def sink_exception_rows(self, pipeline: str | None = None) -> list[dict]:
+        e = S.sink_exceptions.c
+        stmt = select(S.sink_exceptions)
+        if pipeline:
+            stmt = stmt.where(e.pipeline == pipeline)
+        return self.rows(stmt.order_by(e.id))
+
+    def metrics_trace(self, pipeline: str) -> list[dict]:
+        m = S.metrics.c
+        rows = self.rows(select(S.metrics).where(m.pipeline == pipeline).order_by(m.seq))
+        return [{"seq": r["seq"], "clock_us": r["clock_us"], **loads(r["snapshot"])}
+                for r in rows]
+
+    def last_metrics(self, pipeline: str | None = None) -> dict | None:
+        m = S.metrics.c
+        stmt = select(S.metrics)
+        if pipeline:
+            stmt = stmt.where(m.pipeline == pipeline)
+        rows = self.rows(stmt.order_by(m.seq.desc()).limit(1)) if pipeline else None
+        if not pipeline:
+            # Latest snapshot of every pipeline that has one.
+            out = {}
+            for p in [r["pipeline"] for r in self.rows(select(m.pipeline).distinct())]:
+                snap = self.last_metrics(p)
+                if snap:
+                    out[p] = snap
+            return out or None
+        if not rows:
+            return None
+        r = rows[0]
+        return {"pipeline": r["pipeline"], "seq": r["seq"], "clock_us": r["clock_us"],
+                **loads(r["snapshot"])}
+
+    def accounting(self, pipeline: str) -> list[dict]:
+        """Per topic-partition: offset range read (from the journal) and the five buckets."""
+        ranges: dict[tuple[str, int], list[int]] = {}
+        j = S.journal.c
+        for r in self.rows(select(j.ranges).where(j.pipeline == pipeline)):
+            for tp, (lo, hi) in loads(r["ranges"]).items():
+                topic, part = tp.rsplit(":", 1)
+                cur = ranges.setdefault((topic, int(part)), [lo, hi])
+                cur[0] = min(cur[0], lo)
+                cur[1] = max(cur[1], hi)
+        buckets: dict[tuple[str, int], dict[str, int]] = {}
+        a = S.archive.c
+        for r in self.rows(select(a.topic, a.partition, a.disposition, func.count().label("n"))
+                           .where(a.pipeline == pipeline)
+                           .group_by(a.topic, a.partition, a.disposition)):
+            buckets.setdefault((r["topic"], r["partition"]), {})[r["disposition"]] = r["n"]
+        q = S.quarantine.c
+        for r in self.rows(select(q.topic, q.partition, func.count().label("n"))
+                           .where(q.pipeline == pipeline).group_by(q.topic, q.partition)):
+            buckets.setdefault((r["topic"], r["partition"]), {})["quarantined"] = r["n"]
+        out = []
+        for tp in sorted(set(ranges) | set(buckets)):
+            lo, hi = ranges.get(tp, [0, -1])
+            b = buckets.get(tp, {})
+            row = {"topic": tp[0], "partition": tp[1], "first_offset": lo, "last_offset": hi,
+                   "read": hi - lo + 1 if hi >= lo else 0}
+            for name in ("accepted", "duplicate", "stale", "quarantined", "routed_to_repair"):
+                row[name] = b.get(name, 0)
+            row["closes"] = row["read"] == sum(row[n] for n in (
+                "accepted", "duplicate", "stale", "quarantined", "routed_to_repair"))
+            out.append(row)
+        return out
+
+    def table_counts(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            return {name: conn.execute(select(func.count()).select_from(t)).scalar()
+                    for name, t in S.metadata.tables.items()}
+
+
+def open_store(url: str | None = None) -> Store:
+    return Store(url or os.environ.get("RISKSTREAM_STORE_URL", DEFAULT_STORE_URL))
+
+
+def json_rows(rows: Iterable[dict]) -> list[dict]:
+    return [dict(r) for r in rows]

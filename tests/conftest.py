@@ -1,0 +1,66 @@
+"""Shared fixtures. `store_url` runs each store test on SQLite and on PostgreSQL (a fresh
+database per test). In CI a missing PostgreSQL or NATS is a failure; elsewhere a printed skip."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+
+import pytest
+
+PG_ADMIN_DSN = os.environ.get("RISKSTREAM_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def need_service(name: str, host: str, port: int) -> None:
+    if _port_open(host, port):
+        return
+    msg = f"{name} is not reachable on {host}:{port}"
+    if IN_CI:
+        pytest.fail(f"{msg} (required in CI)")
+    print(f"SKIP: {msg}")
+    pytest.skip(msg)
+
+
+@pytest.fixture
+def pg_url():
+    """A fresh PostgreSQL database for one test, dropped afterwards."""
+    need_service("PostgreSQL", "127.0.0.1", 5432)
+    import psycopg
+    name = f"rs_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = PG_ADMIN_DSN.rsplit("/", 1)[0] + f"/{name}"
+    yield url
+    from sqlalchemy.pool import NullPool  # noqa: F401
+    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/ops.sqlite"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    return f"sqlite:///{tmp_path}/ops.sqlite"
+
+
+@pytest.fixture(scope="session")
+def seed_dir(tmp_path_factory):
+    from streaming.workloads.join_seed import generate
+    out = tmp_path_factory.mktemp("seed")
+    manifest = generate(7, str(out), 470)
+    return str(out), manifest
