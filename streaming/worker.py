@@ -181,8 +181,9 @@ class Worker:
 
     # ------------------------------------------------------------------ set-up
     def _open_source(self) -> FileLog:
+        from .sources import open_source
         arrival = {t: c.arrival_time_field for t, c in self.spec.contracts.items()}
-        return FileLog(self.settings.source, self.spec.topics, arrival)
+        return open_source(self.settings.source, self.spec.topics, arrival)
 
     def _check_checkpoint(self) -> dict | None:
         """Refuse before reading or writing anything when the state format is not ours."""

@@ -13,6 +13,7 @@ from sqlalchemy import Table, create_engine, event, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from . import schema as S
+from . import tables as _tables  # noqa: F401  (registers pipeline tables)
 
 DEFAULT_STORE_URL = "sqlite:///.riskstream/ops.sqlite"
 
