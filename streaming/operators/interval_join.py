@@ -108,6 +108,9 @@ class IntervalJoin:
         self.sig_live: dict[str, Entry] = {}
         self.evicted_max_pay: dict[str, int] = {}
         self.evicted_max_sig: dict[str, int] = {}
+        # Largest evicted_max of any key whose entry was dropped: a safe bound for missing keys.
+        self.dropped_max_pay = NEG_INF
+        self.dropped_max_sig = NEG_INF
         # Event times of queued records per key: a late event near one must not join live.
         self.queued_pay: dict[str, list[int]] = {}
         self.queued_sig: dict[str, list[int]] = {}
@@ -133,14 +136,28 @@ class IntervalJoin:
         v = self.evicted_max_sig.get(key)
         if v is not None:
             return v
-        # Entry dropped: every signal below payment_wm - 47 min may have been evicted.
-        return NEG_INF if self.payment_wm <= NEG_INF else self.payment_wm - self.lower
+        return self._fallback_sig()
 
     def _evicted_max_pay(self, key: str) -> int:
         v = self.evicted_max_pay.get(key)
         if v is not None:
             return v
-        return NEG_INF if self.risk_wm <= NEG_INF else self.risk_wm - self.upper
+        return self._fallback_pay()
+
+    def _fallback_sig(self) -> int:
+        """Upper bound on the evicted signal times of a key without an entry: signals below
+        payment_wm - 47 min may have been evicted, and no dropped key evicted anything later
+        than dropped_max_sig. Both bounds are safe; the smaller is used."""
+        if self.ttl is not None:  # TTL evicts regardless of watermarks: only the max is safe
+            return self.dropped_max_sig
+        wm_bound = NEG_INF if self.payment_wm <= NEG_INF else self.payment_wm - self.lower
+        return min(wm_bound, self.dropped_max_sig)
+
+    def _fallback_pay(self) -> int:
+        if self.ttl is not None:
+            return self.dropped_max_pay
+        wm_bound = NEG_INF if self.risk_wm <= NEG_INF else self.risk_wm - self.upper
+        return min(wm_bound, self.dropped_max_pay)
 
     @staticmethod
     def _any_in(times: list[int] | None, lo: int, hi: int) -> bool:
@@ -457,8 +474,10 @@ class IntervalJoin:
         ident = self.pay_ids.get(p.id)
         if ident is not None and ident[0] == p.rev:
             ident[4] = "evicted"
-        if p.t > self.evicted_max_pay.get(p.key, NEG_INF):
-            self.evicted_max_pay[p.key] = p.t
+        prev = self.evicted_max_pay.get(p.key)
+        if prev is None:
+            prev = self._fallback_pay()
+        self.evicted_max_pay[p.key] = max(prev, p.t)
         self.counters["evicted_payments"] += 1
         self._outcome(p, "final", out)
         self._maybe_drop_key(p.key)
@@ -472,27 +491,24 @@ class IntervalJoin:
         ident = self.sig_ids.get(s.id)
         if ident is not None and ident[0] == s.rev:
             ident[4] = "evicted"
-        if s.t > self.evicted_max_sig.get(s.key, NEG_INF):
-            self.evicted_max_sig[s.key] = s.t
+        prev = self.evicted_max_sig.get(s.key)
+        if prev is None:
+            prev = self._fallback_sig()
+        self.evicted_max_sig[s.key] = max(prev, s.t)
         self.counters["evicted_signals"] += 1
         self._maybe_drop_key(s.key)
 
     def _maybe_drop_key(self, key: str) -> None:
-        # With both sides empty, the per-key maxima can fall back to the watermark bound,
-        # which is never below them; TTL eviction ignores watermarks, so it keeps them.
-        if self.ttl is None and key not in self.pay.keys and key not in self.sig.keys:
-            em_p = self.evicted_max_pay.get(key)
-            em_s = self.evicted_max_sig.get(key)
-            if (em_p is None or em_p <= self._fallback_pay()) and \
-                    (em_s is None or em_s <= self._fallback_sig()):
-                self.evicted_max_pay.pop(key, None)
-                self.evicted_max_sig.pop(key, None)
-
-    def _fallback_pay(self) -> int:
-        return NEG_INF if self.risk_wm <= NEG_INF else self.risk_wm - self.upper
-
-    def _fallback_sig(self) -> int:
-        return NEG_INF if self.payment_wm <= NEG_INF else self.payment_wm - self.lower
+        # A key with both sides empty gives up its entry to bound memory; its maxima fold into
+        # the global dropped maxima so the fallback stays an upper bound.
+        if key in self.pay.keys or key in self.sig.keys:
+            return
+        em_p = self.evicted_max_pay.pop(key, None)
+        em_s = self.evicted_max_sig.pop(key, None)
+        if em_p is not None and em_p > self.dropped_max_pay:
+            self.dropped_max_pay = em_p
+        if em_s is not None and em_s > self.dropped_max_sig:
+            self.dropped_max_sig = em_s
 
     def on_clock(self, clock_us: int, out: Emit) -> None:
         """Source-time clock tick: only the opt-in TTL mode evicts on age."""
@@ -575,6 +591,7 @@ class IntervalJoin:
             "queued_index": sum(len(v) for v in self.queued_pay.values())
             + sum(len(v) for v in self.queued_sig.values()),
             "peak": dict(self.peak),
+            "horizon_violations": len(self.horizon_violations()),
             **self.counters,
         }
 
@@ -612,6 +629,7 @@ class IntervalJoin:
             "signals": [s.dump() for idx in self.sig.keys.values() for s in idx.items],
             "pay_ids": self.pay_ids, "sig_ids": self.sig_ids,
             "evicted_max_pay": self.evicted_max_pay, "evicted_max_sig": self.evicted_max_sig,
+            "dropped_max_pay": self.dropped_max_pay, "dropped_max_sig": self.dropped_max_sig,
             "queued_pay": self.queued_pay, "queued_sig": self.queued_sig,
             "payment_wm": self.payment_wm, "risk_wm": self.risk_wm, "seq": self.seq,
             "ttl_heap": [list(x) for x in self._ttl_heap],
@@ -626,6 +644,8 @@ class IntervalJoin:
         self.sig_ids = snap["sig_ids"]
         self.evicted_max_pay = snap["evicted_max_pay"]
         self.evicted_max_sig = snap["evicted_max_sig"]
+        self.dropped_max_pay = snap["dropped_max_pay"]
+        self.dropped_max_sig = snap["dropped_max_sig"]
         self.queued_pay = snap["queued_pay"]
         self.queued_sig = snap["queued_sig"]
         self.payment_wm, self.risk_wm, self.seq = snap["payment_wm"], snap["risk_wm"], snap["seq"]
