@@ -1,0 +1,102 @@
+"""Checkpoints: what they hold, atomicity, and the refusals that protect the store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import orjson
+from sqlalchemy import select, update
+
+from streaming.store import schema as S
+from streaming.store.ops import Store
+
+from .joinutil import pair_set, run_join
+
+
+def test_checkpoint_meta_holds_what_restore_needs(seed_dir, store_url):
+    src, _ = seed_dir
+    run_join(src, store_url, checkpoint_every=200, batch_size=100)
+    store = Store(store_url)
+    cks = store.checkpoints("join")
+    assert len(cks) >= 3  # every 200 records and at the end
+    meta = orjson.loads(cks[-1]["meta"])
+    full = store.latest_checkpoint("join")
+    store.dispose()
+    assert set(meta["positions"]) == {"payments:0", "payments:1", "risk_signals:0",
+                                      "risk_signals:1", "risk_signals:2"}
+    assert sum(meta["positions"].values()) == 470
+    assert meta["source"]["partitions"] == {"payments": 2, "risk_signals": 3}
+    assert len(meta["source"]["fingerprints"]) == 5
+    assert meta["serializer"] == "orjson+zlib/1" and meta["state_schema"] == "interval_join/1"
+    assert meta["rule_version"] == "ij-v1:-47m..+8m"
+    assert meta["reference_versions"] == {"rule_version": "ij-v1:-47m..+8m"}
+    assert meta["code_revision"] and meta["size_bytes"] == cks[-1]["size_bytes"] > 0
+    assert meta["duration_ms"] >= 0 and meta["state_bytes"] >= 0
+    assert set(meta["watermarks"]) == {"payments", "risk_signals"}
+    import zlib
+    state = orjson.loads(zlib.decompress(full["state"]))
+    op = state["operator"]
+    assert {"evicted_max_pay", "evicted_max_sig", "pay_ids", "sig_ids"} <= set(op)
+    assert "pay-dup" in op["pay_ids"]  # deduplication identities survive restarts
+    assert state["watermarks"]["risk_signals"]["idle"] == [False, False, False]
+
+
+def _fingerprint_db(url):
+    store = Store(url)
+    counts = store.table_counts()
+    facts = sorted((f["fact_key"], f["payload_hash"]) for f in store.facts("join"))
+    store.dispose()
+    return counts, facts
+
+
+def test_serializer_mismatch_stops_before_reading_or_writing(seed_dir, store_url):
+    src, _ = seed_dir
+    run_join(src, store_url, checkpoint_every=200)
+    store = Store(store_url)
+    c = S.checkpoints.c
+    with store.engine.begin() as conn:
+        last = conn.execute(select(c.id).order_by(c.id.desc()).limit(1)).scalar()
+        conn.execute(update(S.checkpoints).where(c.id == last).values(serializer="pickle/0"))
+    store.dispose()
+    before = _fingerprint_db(store_url)
+    proc = subprocess.run([sys.executable, "-m", "streaming.cli.main", "join", "run", "--source",
+                           src, "--store", store_url, "--end-of-stream", "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3
+    assert "serializer 'pickle/0'" in proc.stderr and "Refusing to start" in proc.stderr
+    assert _fingerprint_db(store_url) == before
+
+
+def test_rewritten_source_is_refused(seed_dir, tmp_path, sqlite_url):
+    import shutil
+    src, _ = seed_dir
+    copy = tmp_path / "src"
+    shutil.copytree(src, copy)
+    run_join(str(copy), sqlite_url)
+    path = copy / "payments" / "p0.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(lines[1] + lines[0] + b"".join(lines[2:]))
+    proc = subprocess.run([sys.executable, "-m", "streaming.cli.main", "join", "run", "--source",
+                           str(copy), "--store", sqlite_url, "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4 and "payments:0 changed" in proc.stderr
+
+
+def test_appended_source_continues_from_checkpoint(seed_dir, tmp_path, sqlite_url):
+    """A recording can be continued: appended lines are read, earlier ones are not re-read."""
+    import shutil
+    src, _ = seed_dir
+    copy = tmp_path / "src"
+    shutil.copytree(src, copy)
+    p0 = copy / "payments" / "p0.jsonl"
+    lines = p0.read_bytes().splitlines(keepends=True)
+    p0.write_bytes(b"".join(lines[:-20]))
+    first = run_join(str(copy), sqlite_url)
+    p0.write_bytes(b"".join(lines))
+    second = run_join(str(copy), sqlite_url, end_of_stream=True)
+    assert first.records == 450 and second.records == 20
+    whole = f"sqlite:///{tmp_path}/whole.sqlite"
+    run_join(src, whole, end_of_stream=True)
+    assert pair_set(sqlite_url) == pair_set(whole)

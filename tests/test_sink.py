@@ -1,0 +1,68 @@
+"""The sink contract on both stores: new key written; same key and hash a no-op; same key with
+another hash rejected and recorded; the current view is derived in the same transaction."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from streaming.operators.base import Fact
+from streaming.store import schema as S
+from streaming.store.ops import Store, write_facts
+
+
+def fact(key, logical, status, **payload):
+    return Fact.make(key, "pair", logical, status, payload)
+
+
+def test_same_hash_noop_other_hash_rejected(store_url):
+    store = Store(store_url)
+    with store.engine.begin() as conn:
+        r1 = write_facts(conn, "join", [fact("k1", "L1", "current", v=1),
+                                        fact("k2", "L2", "current", v=2)], 1)
+    with store.engine.begin() as conn:
+        r2 = write_facts(conn, "join", [fact("k1", "L1", "current", v=1),
+                                        fact("k2", "L2", "current", v=999)], 2)
+    assert (r1.written, r1.noop, r1.rejected) == (2, 0, 0)
+    assert (r2.written, r2.noop, r2.rejected) == (0, 1, 1) and r2.rejected_keys == ["k2"]
+    [exc] = store.sink_exception_rows("join")
+    assert exc["fact_key"] == "k2" and '"v":999' in exc["rejected_payload"]
+    facts = store.facts("join")
+    assert [(f["fact_key"], f["payload"]) for f in facts] == [("k1", '{"v":1}'), ("k2", '{"v":2}')]
+    # The rejected write never reached the current view.
+    assert {r["logical_key"]: r["payload"] for r in store.current("join", "pair")} == \
+        {"L1": '{"v":1}', "L2": '{"v":2}'}
+    store.dispose()
+
+
+def test_uniqueness_is_enforced_by_the_database(store_url):
+    store = Store(store_url)
+    row = {"pipeline": "join", "fact_key": "dup", "kind": "pair", "logical_key": "L",
+           "status": "current", "payload_hash": "h", "payload": "{}", "created_at": "now"}
+    with store.engine.begin() as conn:
+        conn.execute(S.facts.insert(), [row])
+    with pytest.raises(IntegrityError):
+        with store.engine.begin() as conn:
+            conn.execute(S.facts.insert(), [{**row, "payload_hash": "other"}])
+    store.dispose()
+
+
+def test_current_view_follows_fact_order_within_a_batch(store_url):
+    store = Store(store_url)
+    with store.engine.begin() as conn:
+        write_facts(conn, "join", [fact("pub", "L", "current", pair="a"),
+                                   fact("ret", "L", "retired", pair="a"),
+                                   fact("pub2", "L", "current", pair="b")], 1)
+    [row] = store.current("join", "pair")
+    assert (row["fact_key"], row["status"]) == ("pub2", "current")
+    store.dispose()
+
+
+def test_payload_hash_ignores_arrival_time():
+    from streaming.contracts import PAYMENT, validate
+    base = {"payment_id": "p", "revision": 1, "merchant_id": "m", "account_id": "a",
+            "amount_cents": 5, "event_time": "2026-10-06T10:00:00Z"}
+    a = validate(PAYMENT, {**base, "arrival_time": "2026-10-06T10:00:01Z"}, 0, 0, 1)
+    b = validate(PAYMENT, {**base, "arrival_time": "2026-10-06T11:00:00Z"}, 0, 1, 1)
+    c = validate(PAYMENT, {**base, "amount_cents": 6, "arrival_time": "2026-10-06T10:00:01Z"}, 0, 2, 1)
+    assert a.payload_hash == b.payload_hash != c.payload_hash
