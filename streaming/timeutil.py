@@ -47,18 +47,32 @@ def us_to_dt(us: int) -> datetime:
     return _EPOCH + timedelta(microseconds=us)
 
 
+_DAY_CACHE: dict[int, str] = {}
+
+
 def us_to_iso(us: int | None) -> str | None:
-    """Render microseconds as ISO-8601 UTC with a trailing Z (seconds precision when exact)."""
+    """Render microseconds as ISO-8601 UTC with a trailing Z (seconds precision when exact).
+
+    Hot path (every fact carries event times): the date part is cached per day and the
+    time of day is plain integer arithmetic."""
     if us is None:
         return None
     if us <= NEG_INF:
         return "-inf"
     if us >= POS_INF:
         return "+inf"
-    dt = _EPOCH + timedelta(microseconds=us)
-    if dt.microsecond:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    day, rem = divmod(us, US_PER_DAY)
+    date = _DAY_CACHE.get(day)
+    if date is None:
+        date = (_EPOCH + timedelta(days=day)).strftime("%Y-%m-%d")
+        if len(_DAY_CACHE) < 100_000:
+            _DAY_CACHE[day] = date
+    secs, micros = divmod(rem, US_PER_S)
+    h, r = divmod(secs, 3600)
+    m, sec = divmod(r, 60)
+    if micros:
+        return f"{date}T{h:02d}:{m:02d}:{sec:02d}.{micros:06d}Z"
+    return f"{date}T{h:02d}:{m:02d}:{sec:02d}Z"
 
 
 def iso(dt: datetime) -> str:

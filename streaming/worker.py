@@ -21,6 +21,7 @@ from .contracts import Contract, InvalidRecord, validate
 from .operators.base import Emit
 from .sources.filelog import FileLog, RawRecord
 from .store.ops import BatchWrite, Store, dumps, now_iso
+from .throttle import SinkThrottle, ThrottleSettings
 from .timeutil import NEG_INF, POS_INF, event_date, us_to_iso
 from .watermarks import InputWatermark
 
@@ -61,6 +62,9 @@ class PipelineSpec:
     prepare: Callable[[Any, Store], None] | None = None
     reference_versions: Callable[[Any], dict] | None = None
     on_batch_committed: Callable[[Any, Store, "BatchWrite"], None] | None = None
+    # Optional: pipeline-specific health/freshness wording added to every metrics snapshot,
+    # called with (operator, snapshot) after the generic fields are filled in.
+    health: Callable[[Any, dict], dict] | None = None
 
     @property
     def topics(self) -> list[str]:
@@ -71,20 +75,24 @@ class PipelineSpec:
 class RunSettings:
     source: str
     store_url: str
-    checkpoint_every: int = 1000
-    batch_size: int = 500
+    checkpoint_every: int = 10000
+    batch_size: int = 2000
     crash_at: tuple[str, int] | None = None
     idle_after_us: int | None = None
     end_of_stream: bool = False
     ttl_us: int | None = None
     extra: dict = field(default_factory=dict)
+    # Opt-in pressure test: commit through a sink throttled in worker-clock time.
+    throttle: ThrottleSettings | None = None
 
     def describe(self) -> dict:
-        return {"source": self.source, "store": redact(self.store_url),
+        return {"source": redact(self.source), "store": redact(self.store_url),
                 "checkpoint_every": self.checkpoint_every, "batch_size": self.batch_size,
                 "crash_at": f"{self.crash_at[0]}:{self.crash_at[1]}" if self.crash_at else None,
                 "idle_after_us": self.idle_after_us, "end_of_stream": self.end_of_stream,
-                "ttl_us": self.ttl_us, **self.extra}
+                "ttl_us": self.ttl_us,
+                **({"throttle": self.throttle.describe()} if self.throttle else {}),
+                **self.extra}
 
 
 def redact(url: str) -> str:
@@ -156,6 +164,8 @@ class RunResult:
     end_of_stream: bool = False
     elapsed_s: float = 0.0
     metrics: dict = field(default_factory=dict)
+    backlog: dict | None = None  # the throttle's backlog calculation, when throttled
+    backlog_lines: list[str] = field(default_factory=list)
 
 
 class Worker:
@@ -178,6 +188,9 @@ class Worker:
         self.last_ckpt: dict = {}
         self.result = RunResult()
         self.ended = False
+        self.throttle = SinkThrottle(settings.throttle) if settings.throttle else None
+        self.replaying = False
+        self.source_head_us: int | None = None
 
     # ------------------------------------------------------------------ set-up
     def _open_source(self) -> FileLog:
@@ -216,6 +229,11 @@ class Worker:
             raise SourceMismatch(
                 f"source partitions {self.source.partition_counts} differ from the checkpoint's "
                 f"{src['partitions']}: the log was repartitioned; restore refused")
+        # Sources that know their own identity (a broker stream) judge the rest of it.
+        refusal = getattr(self.source, "restore_refusal", None)
+        reason = refusal(src) if refusal is not None else None
+        if reason:
+            raise SourceMismatch(f"{reason}: restore refused")
         positions = {tuple(k.rsplit(":", 1)): v for k, v in state["positions"].items()}
         self.positions = {(t, int(p)): v for (t, p), v in positions.items()}
         for tp, off in self.positions.items():
@@ -244,7 +262,9 @@ class Worker:
             self.spec.prepare(self.op, self.store)
         run_id = self.store.start_run(self.spec.name, self.settings.describe())
         total = self.source.total_records() - sum(self.positions.values())
+        self.source_head_us = self._source_head()
         done = 0
+        self.replaying = True
         # 1. Follow the journal past the checkpoint: same records, same order, same decisions.
         for entry in self.store.journal_after(self.spec.name, self.seq):
             n = self._replay_entry(entry)
@@ -252,10 +272,17 @@ class Worker:
             self.result.replayed_batches += 1
             if self.progress:
                 self.progress(done, total)
-        # 2. Read freely.
+        self.replaying = False
+        # 2. Read freely (through the sink throttle when one is set).
+        if self.throttle is not None:
+            base = done
+            prog = (lambda n: self.progress(base + n, total)) if self.progress else None
+            done += self.throttle.drive(self, prog)
+            self.result.backlog = self.throttle.report.as_dict()
+            self.result.backlog_lines = self.throttle.report.lines()
         batch: list[RawRecord] = []
         limit = max(1, min(self.settings.batch_size, self.settings.checkpoint_every))
-        for raw in self.source.merged(self.positions):
+        for raw in (self.source.merged(self.positions) if self.throttle is None else ()):
             batch.append(raw)
             if len(batch) >= limit:
                 self._run_batch(batch, None)
@@ -279,8 +306,23 @@ class Worker:
             "records": self.result.records, "facts_written": self.result.facts_written,
             "facts_noop": self.result.facts_noop, "facts_rejected": self.result.facts_rejected,
             "restored_from": self.result.restored_from, "elapsed_s": self.result.elapsed_s,
-            "end_of_stream": self.ended})
+            "end_of_stream": self.ended,
+            **({"backlog": self.result.backlog} if self.result.backlog else {})})
         return self.result
+
+    def _source_head(self) -> int | None:
+        """Newest arrival time held by the source: what a caught-up reader would have seen."""
+        last = getattr(self.source, "next_arrival", None)
+        if last is None:
+            return None
+        head = None
+        for tp in self.source.tps():
+            end = self.source.end_offset(tp)
+            if end:
+                a = last(tp, end - 1)
+                if a is not None and (head is None or a > head):
+                    head = a
+        return head
 
     def _replay_entry(self, entry: dict) -> int:
         runs = orjson.loads(entry["order_runs"])
@@ -496,6 +538,23 @@ class Worker:
         if out is not None:
             snap["batch"] = {"facts": len(out.facts), "queued": len(out.queue),
                              "quarantined": len(out.quarantine)}
+        # Process health and event-time freshness are reported apart: a restored, healthy
+        # process can still be far behind the source in event time.
+        snap["process"] = {"restored_from_checkpoint": self.result.restored_from,
+                           "replaying_journal": self.replaying}
+        snap["source_head"] = us_to_iso(self.source_head_us)
+        snap["source_head_us"] = self.source_head_us
+        read_clock = self.clock
+        if self.throttle is not None:
+            bm = self.throttle.backlog_metrics()
+            snap["backlog"] = bm
+            if self.throttle.now_us is not None:
+                read_clock = max(read_clock, self.throttle.now_us)
+        snap["event_time_lag_s"] = {
+            t: ((read_clock - w.wm) / 1e6 if NEG_INF < w.wm < POS_INF and read_clock > NEG_INF
+                else None) for t, w in self.wms.items()}
+        if self.spec.health is not None and self.op is not None:
+            snap.update(self.spec.health(self.op, snap))
         return snap
 
 

@@ -194,3 +194,15 @@ def test_snapshot_restore_round_trip_continues_identically():
     out3 = feed(op3, rest)
     assert [(f.fact_key, f.payload_hash) for f in out1.facts] == \
         [(f.fact_key, f.payload_hash) for f in out3.facts]
+
+
+def test_old_identities_are_pruned_below_the_watermark_and_redelivery_is_queued_not_dropped():
+    op = IntervalJoin(identity_retention_us=60 * 60_000_000)
+    out = feed(op, [pay("old", M, 0), sig("s", M, 1), ("wm", "risk_signals", 30),
+                    ("wm", "payments", 30)])
+    assert op.pay_ids["old"][4] == "evicted"
+    feed(op, [("wm", "risk_signals", 200), ("wm", "payments", 200)], out)
+    assert "old" not in op.pay_ids and "s" not in op.sig_ids
+    assert op.counters["identities_pruned"] == 2
+    feed(op, [pay("old", M, 0, arrival=200)], out)  # a very late redelivery
+    assert out.queue[-1].event_id == "old" and out.dispositions[-1][1] == ROUTED

@@ -18,6 +18,26 @@ store_option = click.option(
     "--store", "store_url", envvar="RISKSTREAM_STORE_URL", default=DEFAULT_STORE_URL,
     show_default=True, help="Operational store URL (sqlite:///... or postgresql://...).")
 
+
+class SourceLocation(click.ParamType):
+    """A source location: an existing file-log directory, or `nats://HOST:PORT?stream=NAME`
+    (checked when the source is opened)."""
+
+    name = "source"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.startswith("nats://"):
+            return value
+        if not os.path.isdir(value):
+            self.fail(f"{value!r} is neither a file-log directory nor a nats:// location",
+                      param, ctx)
+        return value
+
+
+source_option = click.option(
+    "--source", required=True, type=SourceLocation(),
+    help="File-log directory (DIR/<topic>/p<N>.jsonl) or nats://HOST:PORT?stream=NAME.")
+
 format_option = click.option("--format", "fmt", type=click.Choice(["csv", "json"]),
                              default="csv", show_default=True)
 

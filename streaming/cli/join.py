@@ -6,11 +6,15 @@ import click
 import orjson
 
 from ..pipelines.join import SPEC
+from ..sources.filelog import SourceError
 from ..store.ops import loads
 from ..timeutil import US_PER_MIN
 from ..worker import (CRASH_POINTS, CheckpointMismatch, RunSettings, SourceMismatch, Worker,
                       parse_crash_at)
-from .common import emit_rows, fail, format_option, progress_bar, store_option, open_store
+from .common import (emit_rows, fail, format_option, open_store, progress_bar,
+                     source_option, store_option)
+
+SOURCE_UNAVAILABLE_EXIT = 5
 
 PAIR_COLUMNS = ["payment_id", "signal_id", "pair_id", "status", "payment_rev", "signal_rev",
                 "rule_version", "merchant_id", "payment_time", "signal_time"]
@@ -42,14 +46,16 @@ def run_pipeline(spec, settings: RunSettings, quiet: bool = False):
         fail(str(exc), exc.exit_code)
     except SourceMismatch as exc:
         fail(str(exc), exc.exit_code)
+    except SourceError as exc:  # the source cannot be opened: missing, unreachable, malformed
+        fail(str(exc), SOURCE_UNAVAILABLE_EXIT)
 
 
 @join.command()
-@click.option("--source", required=True, type=click.Path(exists=True, file_okay=False))
+@source_option
 @store_option
-@click.option("--checkpoint-every", type=int, default=1000, show_default=True,
+@click.option("--checkpoint-every", type=int, default=10000, show_default=True,
               help="Records between checkpoints (one is also written at the end).")
-@click.option("--batch-size", type=int, default=500, show_default=True,
+@click.option("--batch-size", type=int, default=2000, show_default=True,
               help="Records per committed batch (capped by --checkpoint-every).")
 @click.option("--crash-at", default=None, help=f"POINT:K, POINT in {', '.join(CRASH_POINTS)}")
 @click.option("--idle-after", type=float, default=None,

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import click
 
+from . import generations as generations_cmds
 from . import join as join_cmds
+from . import ledger as ledger_cmds
+from . import nats as nats_cmds
 from . import ops as ops_cmds
+from . import receipts as receipts_cmds
 
 
 @click.group()
@@ -16,8 +20,14 @@ def cli() -> None:
 
 
 cli.add_command(join_cmds.join)
+cli.add_command(ledger_cmds.ledger)
+cli.add_command(nats_cmds.nats)
 for cmd in ops_cmds.COMMANDS:
     cli.add_command(cmd)
+for cmd in generations_cmds.COMMANDS:
+    cli.add_command(cmd)
+cli.add_command(receipts_cmds.receipts)
+cli.add_command(receipts_cmds.model)
 
 if __name__ == "__main__":
     cli()

@@ -31,6 +31,11 @@ LOWER_US = 47 * US_PER_MIN  # look-back: signal may precede the payment by up to
 UPPER_US = 8 * US_PER_MIN  # look-ahead: signal may follow the payment by up to 8 min
 LATENESS_US = 3 * US_PER_MIN
 STATE_SCHEMA = "interval_join/1"
+# Deduplication identities of evicted or queued events are kept this long below the watermark.
+# A redelivery older than that is no longer recognised as a duplicate: it arrives late, finds
+# its counterparts evicted and goes to the replay queue, where the rebuild deduplicates it
+# against the archive. Nothing is dropped; memory stays bounded.
+IDENTITY_RETENTION_US = 24 * 60 * US_PER_MIN
 
 PAYMENTS = "payments"
 SIGNALS = "risk_signals"
@@ -94,11 +99,14 @@ class IntervalJoin:
     state_schema = STATE_SCHEMA
 
     def __init__(self, lower_us: int = LOWER_US, upper_us: int = UPPER_US,
-                 ttl_us: int | None = None, rule_version: str = RULE_VERSION):
+                 ttl_us: int | None = None, rule_version: str = RULE_VERSION,
+                 identity_retention_us: int = IDENTITY_RETENTION_US):
         self.lower = lower_us
         self.upper = upper_us
         self.ttl = ttl_us
         self.rule_version = rule_version
+        self.identity_retention = identity_retention_us
+        self._pruned_at = NEG_INF
         self.pay = KeyedSide(PAYMENTS)
         self.sig = KeyedSide(SIGNALS)
         # id -> [revision, payload_hash, key, event_us, where]; where in live|evicted|queued
@@ -457,6 +465,20 @@ class IntervalJoin:
                 self.risk_wm = wm
                 bound = POS_INF if wm >= POS_INF else wm - self.upper
                 self._drain_heap(self._pay_heap, bound, self._evict_payments, out)
+        self._maybe_prune_identities()
+
+    def _maybe_prune_identities(self) -> None:
+        low = min(self.payment_wm, self.risk_wm)
+        if low <= NEG_INF or low >= POS_INF or low - self._pruned_at < 60 * US_PER_MIN:
+            return
+        self._pruned_at = low
+        bound = low - self.identity_retention
+        for ids in (self.pay_ids, self.sig_ids):
+            stale = [k for k, v in ids.items() if v[4] != "live" and v[3] < bound]
+            for k in stale:
+                del ids[k]
+            self.counters["identities_pruned"] = \
+                self.counters.get("identities_pruned", 0) + len(stale)
 
     @staticmethod
     def _drain_heap(heap, bound, evict, out) -> None:
@@ -632,6 +654,7 @@ class IntervalJoin:
             "dropped_max_pay": self.dropped_max_pay, "dropped_max_sig": self.dropped_max_sig,
             "queued_pay": self.queued_pay, "queued_sig": self.queued_sig,
             "payment_wm": self.payment_wm, "risk_wm": self.risk_wm, "seq": self.seq,
+            "pruned_at": self._pruned_at, "identity_retention": self.identity_retention,
             "ttl_heap": [list(x) for x in self._ttl_heap],
             "counters": self.counters, "peak": self.peak,
         }
@@ -649,6 +672,8 @@ class IntervalJoin:
         self.queued_pay = snap["queued_pay"]
         self.queued_sig = snap["queued_sig"]
         self.payment_wm, self.risk_wm, self.seq = snap["payment_wm"], snap["risk_wm"], snap["seq"]
+        self._pruned_at = snap["pruned_at"]
+        self.identity_retention = snap["identity_retention"]
         self.counters = snap["counters"]
         self.peak = snap["peak"]
         for row in snap["payments"]:

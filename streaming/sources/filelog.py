@@ -36,6 +36,52 @@ class RawRecord:
     arrival_us: int  # the line's arrival time, or its predecessor's when it has none
 
 
+def decode_partition(lines: list[bytes], arrival_field: str) -> tuple[list[object], list[int]]:
+    """Decode one partition's lines: the JSON objects (or the decode error) and the arrival
+    times used to merge partitions. Shared by every source so they replay in the same order."""
+    arrivals: list[int] = []
+    objs: list[object] = []
+    prev = NEG_INF
+    for line in lines:
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            obj = exc
+        arr = prev
+        if isinstance(obj, dict):
+            try:
+                arr = parse_utc_us(obj.get(arrival_field))
+            except TimeFormatError:
+                arr = prev
+        objs.append(obj)
+        # A line without a usable arrival time keeps its predecessor's, so it is consumed
+        # right after it and the partition stays in offset order.
+        arr = max(arr, prev)
+        arrivals.append(arr)
+        prev = arr
+    return objs, arrivals
+
+
+def merge_by_arrival(tps: list[TP], positions: dict[TP, int], lines: dict[TP, list[bytes]],
+                     objs: dict[TP, list[object]], arrivals: dict[TP, list[int]]
+                     ) -> Iterator[RawRecord]:
+    """Records of every partition from `positions` on, merged by (arrival, topic, partition,
+    offset); each partition stays in offset order."""
+    heap: list[tuple[int, str, int, int]] = []
+    for tp in tps:
+        off = positions.get(tp, 0)
+        if off < len(arrivals.get(tp, ())):
+            heap.append((arrivals[tp][off], tp[0], tp[1], off))
+    heapq.heapify(heap)
+    while heap:
+        arr, topic, part, off = heapq.heappop(heap)
+        tp = (topic, part)
+        yield RawRecord(topic, part, off, lines[tp][off], objs[tp][off], arr)
+        nxt = off + 1
+        if nxt < len(arrivals[tp]):
+            heapq.heappush(heap, (arrivals[tp][nxt], topic, part, nxt))
+
+
 class FileLog:
     kind = "filelog"
 
@@ -80,27 +126,7 @@ class FileLog:
                     break  # tolerate a trailing blank line at EOF
                 lines.append(stripped)
                 ends.append(pos)
-        field = self._arrival_field.get(tp[0], "arrival_time")
-        arrivals: list[int] = []
-        objs: list[object] = []
-        prev = NEG_INF
-        for line in lines:
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                obj = exc
-            arr = prev
-            if isinstance(obj, dict):
-                try:
-                    arr = parse_utc_us(obj.get(field))
-                except TimeFormatError:
-                    arr = prev
-            objs.append(obj)
-            # A line without a usable arrival time keeps its predecessor's, so it is consumed
-            # right after it and the partition stays in offset order.
-            arr = max(arr, prev)
-            arrivals.append(arr)
-            prev = arr
+        objs, arrivals = decode_partition(lines, self._arrival_field.get(tp[0], "arrival_time"))
         self._lines[tp] = lines
         self._byte_ends[tp] = ends
         self._arrivals[tp] = arrivals
@@ -148,19 +174,7 @@ class FileLog:
     # -- reading ---------------------------------------------------------------------------
     def merged(self, positions: dict[TP, int]) -> Iterator[RawRecord]:
         """All records from `positions` on, merged by (arrival, topic, partition, offset)."""
-        heap: list[tuple[int, str, int, int]] = []
-        for tp in self.tps():
-            off = positions.get(tp, 0)
-            if off < self.end_offset(tp):
-                heap.append((self._arrivals[tp][off], tp[0], tp[1], off))
-        heapq.heapify(heap)
-        while heap:
-            arr, topic, part, off = heapq.heappop(heap)
-            tp = (topic, part)
-            yield RawRecord(topic, part, off, self._lines[tp][off], self._objs[tp][off], arr)
-            nxt = off + 1
-            if nxt < len(self._arrivals[tp]):
-                heapq.heappush(heap, (self._arrivals[tp][nxt], topic, part, nxt))
+        return merge_by_arrival(self.tps(), positions, self._lines, self._objs, self._arrivals)
 
     def ack(self, ranges: dict[TP, tuple[int, int]]) -> None:
         """The file log keeps no consumer state: positions live in the store's checkpoints."""

@@ -63,28 +63,51 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
+def _columns(rows: list[dict]) -> list[str]:
+    cols: list[str] = list(rows[0])
+    seen = set(cols)
+    for r in rows[1:]:
+        for k in r:
+            if k not in seen:
+                seen.add(k)
+                cols.append(k)
+    return cols
+
+
+def _bulk(conn: Connection, table: Table, rows: list[dict], conflict: str) -> int:
+    """The driver's bulk path (sqlite3 / psycopg executemany) behind one portable statement;
+    SQLAlchemy still owns the schema. `conflict` is the ON CONFLICT clause or ''."""
+    cols = _columns(rows)
+    q = conn.dialect.identifier_preparer.quote
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    sql = (f"INSERT INTO {q(table.name)} ({', '.join(q(c) for c in cols)}) "
+           f"VALUES ({', '.join([mark] * len(cols))}) {conflict}")
+    params = [tuple(r.get(c) for c in cols) for r in rows]
+    res = conn.exec_driver_sql(sql, params)
+    n = res.rowcount
+    return n if n is not None and n >= 0 else len(rows)
+
+
+def bulk_insert(conn: Connection, table: Table, rows: list[dict]) -> int:
+    return _bulk(conn, table, rows, "") if rows else 0
+
+
 def insert_ignore(conn: Connection, table: Table, rows: list[dict]) -> int:
     """INSERT ... ON CONFLICT DO NOTHING on either dialect. Returns rows inserted."""
     if not rows:
         return 0
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    res = conn.execute(dialect_insert(table).on_conflict_do_nothing(), rows)
-    return res.rowcount if res.rowcount is not None and res.rowcount >= 0 else len(rows)
+    return _bulk(conn, table, rows, "ON CONFLICT DO NOTHING")
 
 
 def upsert(conn: Connection, table: Table, rows: list[dict], keys: list[str]) -> None:
+    """INSERT ... ON CONFLICT (keys) DO UPDATE SET the other columns, on either dialect."""
     if not rows:
         return
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    stmt = dialect_insert(table)
-    cols = {c: getattr(stmt.excluded, c) for c in rows[0] if c not in keys}
-    conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=cols), rows)
+    q = conn.dialect.identifier_preparer.quote
+    cols = _columns(rows)
+    sets = ", ".join(f"{q(c)} = excluded.{q(c)}" for c in cols if c not in keys)
+    _bulk(conn, table, rows,
+          f"ON CONFLICT ({', '.join(q(k) for k in keys)}) DO UPDATE SET {sets}")
 
 
 @dataclass
@@ -161,7 +184,7 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
         else:
             conflicts.append((f, h))
     if new_rows:
-        conn.execute(S.facts.insert(), new_rows)
+        bulk_insert(conn, S.facts, new_rows)
         res.written = len(new_rows)
     if view and generation_id is None:
         upsert(conn, S.current_view, list(view.values()), ["pipeline", "kind", "logical_key"])
@@ -207,12 +230,21 @@ class Store:
                 before_commit()
         return res
 
-    def write_checkpoint(self, row: dict, mid_write: Callable[[], None] | None = None) -> None:
-        """One row in one transaction: a checkpoint is either wholly there or not at all."""
+    def write_checkpoint(self, row: dict, mid_write: Callable[[], None] | None = None,
+                         keep: int = 3) -> None:
+        """One row in one transaction: a checkpoint is either wholly there or not at all.
+        Older checkpoints beyond the newest `keep` are pruned in the same transaction (restore
+        only ever reads the newest; the journal keeps the history)."""
+        c = S.checkpoints.c
         with self.engine.begin() as conn:
             conn.execute(S.checkpoints.insert(), [row])
             if mid_write is not None:
                 mid_write()
+            ids = [r[0] for r in conn.execute(
+                select(c.id).where(c.pipeline == row["pipeline"]).order_by(c.id.desc()))]
+            if len(ids) > keep:
+                conn.execute(S.checkpoints.delete().where(c.pipeline == row["pipeline"],
+                                                          c.id.in_(ids[keep:])))
 
     def start_run(self, pipeline: str, settings: dict) -> int:
         with self.engine.begin() as conn:

@@ -4,3 +4,6 @@ Pipelines that need tables of their own define them in `tables_<pipeline>.py` wi
 `from .schema import metadata` and add one import line here."""
 
 from . import schema  # noqa: F401
+from . import tables_receipts  # noqa: F401
+from . import tables_ledger  # noqa: F401
+from . import tables_generations  # noqa: F401

@@ -231,13 +231,15 @@ def generate(seed: int, out: str, events: int = 470, merchants: int = 14,
     return manifest
 
 
-def generate_bulk(seed: int, out: str, events: int, merchants: int = 200,
-                  hot_share: float = 0.2) -> dict:
+def generate_bulk(seed: int, out: str, events: int, merchants: int = 1000,
+                  hot_share: float = 0.05, events_per_minute: int = 10) -> dict:
     """A benchmark workload: `events` payments and signals over many merchants, one hot,
     in-order per partition within the lateness bound (4 payment and 4 risk partitions)."""
     rng = random.Random(seed)
     names = [f"merchant-{i:04d}" for i in range(merchants)]
-    span = max(60, events // 100)  # minutes; keeps about 100 events per minute of event time
+    # Event-time span in minutes. The density decides the pair count: at 10 events a minute over
+    # 1,000 merchants with a 5% hot merchant, 100,000 events give about half as many pairs.
+    span = max(60, events // events_per_minute)
     rows: dict[tuple[str, int], list] = {}
     for i in range(events):
         is_pay = i % 2 == 0

@@ -1,0 +1,192 @@
+"""`riskstream ledger ...`: generate the scenario, run the ledger, read windows, repair and
+reconcile."""
+
+from __future__ import annotations
+
+import os
+
+import click
+import orjson
+
+from ..store.ops import loads
+from ..worker import CRASH_POINTS, RunSettings, parse_crash_at
+from .common import echo_json, emit_rows, fail, format_option, open_store, store_option
+
+WINDOW_COLUMNS = ["account_id", "event_hour", "revision", "total_cents", "payment_count",
+                  "risk_count", "status", "fact_key", "predecessor_key"]
+
+
+@click.group()
+def ledger() -> None:
+    """Account-hour risk ledger: revisions, temporal merchant join, signed repairs."""
+
+
+@ledger.command()
+@click.option("--seed", type=int, required=True)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--payments", type=int, default=400, show_default=True,
+              help="Background payments besides the named cases.")
+@click.option("--rate", type=float, default=None,
+              help="Background arrivals per second of source time (default: spread over "
+                   "09:00-14:30).")
+@click.option("--no-scenario", is_flag=True, help="Background only (pressure / benchmark).")
+def generate(seed, out_dir, payments, rate, no_scenario):
+    """Write the ledger scenario as a file log (DIR/<topic>/p<N>.jsonl + scenario.json)."""
+    from ..workloads.ledger_seed import generate as gen
+    m = gen(seed, out_dir, payments, rate, scenario=not no_scenario)
+    click.echo(f"wrote {m['lines']} lines ({len(m['cases'])} named cases) to {out_dir}")
+
+
+@ledger.command()
+@click.option("--source", required=True, type=click.Path(exists=True, file_okay=False))
+@store_option
+@click.option("--sink-rate", type=float, default=None,
+              help="Throttle: records per second of worker clock the sink commits.")
+@click.option("--backlog-limit", type=int, default=None,
+              help="With --sink-rate: backlog size at which the sink returns to capacity.")
+@click.option("--sink-capacity", type=float, default=None,
+              help="With --sink-rate: records/s after the limit (default: unlimited).")
+@click.option("--crash-at", default=None, help=f"POINT:K, POINT in {', '.join(CRASH_POINTS)}")
+@click.option("--checkpoint-every", type=int, default=1000, show_default=True)
+@click.option("--batch-size", type=int, default=500, show_default=True)
+@click.option("--end-of-stream", is_flag=True, help="Finalize every window.")
+@click.option("--quiet", is_flag=True)
+def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, checkpoint_every,
+        batch_size, end_of_stream, quiet):
+    """Run (or resume) the ledger over a file log until it is drained."""
+    from ..pipelines.ledger import make_spec, run_extra
+    from ..repairs.ledger import RepairKeyMissing, resolve_key
+    from ..throttle import ThrottleSettings
+    from .join import run_pipeline
+    try:
+        key = resolve_key(store_url)  # before the store is opened: nothing read or written
+    except RepairKeyMissing as exc:
+        fail(str(exc), exc.exit_code)
+    try:
+        crash = parse_crash_at(crash_at)
+        throttle = None
+        if sink_rate is not None:
+            throttle = ThrottleSettings(sink_rate, backlog_limit, sink_capacity)
+        elif backlog_limit is not None or sink_capacity is not None:
+            raise ValueError("--backlog-limit and --sink-capacity need --sink-rate")
+    except ValueError as exc:
+        fail(str(exc))
+    settings = RunSettings(source=source, store_url=store_url, checkpoint_every=checkpoint_every,
+                           batch_size=batch_size, crash_at=crash, end_of_stream=end_of_stream,
+                           extra=run_extra(key), throttle=throttle)
+    res = run_pipeline(make_spec(key), settings, quiet)
+    for line in summary_lines(res):
+        click.echo(line)
+
+
+def summary_lines(res) -> list[str]:
+    st = res.metrics.get("state", {})
+    h = res.metrics.get("health", {})
+    rate = res.records / res.elapsed_s if res.elapsed_s else 0
+    lines = [
+        f"ledger run: {res.records} records in {res.batches} batches ({res.replayed_batches} "
+        f"replayed from the journal); facts written {res.facts_written}, no-op "
+        f"{res.facts_noop}, rejected {res.facts_rejected}; checkpoints {res.checkpoints}; "
+        f"{res.elapsed_s:.2f}s ({rate:,.0f} records/s)",
+        f"  process: {h.get('process')}",
+        f"  freshness: {h.get('freshness')}",
+        f"  payments_wm {res.metrics['input_wm_iso'].get('payments')}  source head "
+        f"{res.metrics.get('source_head')}  end_of_stream={res.end_of_stream}",
+        f"  policy: watermark delay {h.get('watermark_delay')}, retention {h.get('retention')}, "
+        f"max backlog age {h.get('max_backlog_age')}",
+        f"  revisions {st.get('revisions')} (provisional {st.get('provisional')}, revised "
+        f"{st.get('revised')}, final {st.get('final')}); open windows {st.get('open_windows')}; "
+        f"identities {st.get('identities')}; repair requests {st.get('repair_requests')}; "
+        f"duplicates {st.get('duplicates')}, conflicts {st.get('conflicts')}, stale "
+        f"{st.get('stale')}, category versions rejected {st.get('category_rejected')}",
+    ]
+    lines.extend(res.backlog_lines)
+    return lines
+
+
+def window_rows(store, include_all: bool) -> list[dict]:
+    rows = []
+    if include_all:
+        for f in store.facts("ledger", "window"):
+            rows.append({**loads(f["payload"]), "fact_key": f["fact_key"],
+                         "predecessor_key": f["predecessor_key"]})
+        return sorted(rows, key=lambda r: (r["account_id"], r["event_hour"], r["revision"]))
+    keys = {}
+    for r in store.current("ledger", "window"):
+        keys[r["fact_key"]] = loads(r["payload"])
+    preds = {f["fact_key"]: f["predecessor_key"] for f in store.facts("ledger", "window")
+             if f["fact_key"] in keys}
+    for k, p in keys.items():
+        rows.append({**p, "fact_key": k, "predecessor_key": preds.get(k)})
+    return sorted(rows, key=lambda r: (r["account_id"], r["event_hour"]))
+
+
+@ledger.command()
+@store_option
+@click.option("--all", "include_all", is_flag=True, help="The whole revision history.")
+@format_option
+def windows(store_url, include_all, fmt):
+    """Current revision per account-hour (or every revision with --all)."""
+    emit_rows(window_rows(open_store(store_url), include_all), WINDOW_COLUMNS, fmt)
+
+
+@ledger.command()
+@store_option
+@click.option("--json", "as_json", is_flag=True)
+def repair(store_url, as_json):
+    """Verify signed repair requests, rebuild final account-hours and publish corrections."""
+    from ..repairs.ledger import RepairKeyMissing, resolve_key, run_ledger_repairs
+    try:
+        key = resolve_key(store_url)
+    except RepairKeyMissing as exc:
+        fail(str(exc), exc.exit_code)
+    s = run_ledger_repairs(open_store(store_url), key)
+    if as_json:
+        echo_json(s)
+        return
+    click.echo(f"ledger repair ({s['key']}): {s['pending']} pending; repaired "
+               f"{len(s['repaired'])}, held {len(s['held'])}, waiting {len(s['waiting'])}; "
+               f"published {', '.join(s['published']) or 'nothing'}")
+    for h in s["held"]:
+        click.echo(f"  held {h['request_id']}: {h['reason']}")
+
+
+@ledger.command()
+@store_option
+def reconcile(store_url):
+    """Per partition range: read = accepted + duplicate + stale + quarantined + routed."""
+    from ..pipelines.ledger_accounting import equation, reconcile as rec
+    rows = rec(open_store(store_url))
+    if not rows:
+        fail("nothing to reconcile: the ledger has not read any record", 1)
+    for r in rows:
+        click.echo(equation(r))
+    if not all(r["closes"] for r in rows):
+        fail("reconciliation does not close", 1)
+
+
+@ledger.command()
+@click.option("--out", "out_dir", default="schemas/ledger", show_default=True,
+              type=click.Path(file_okay=False))
+@click.option("--check", is_flag=True, help="Exit non-zero if the files differ.")
+def schemas(out_dir, check):
+    """Write (or check) the machine-readable source and output schemas."""
+    from ..pipelines.ledger import all_schemas
+    stale = []
+    for stem, schema in all_schemas().items():
+        path = os.path.join(out_dir, f"{stem}.json")
+        text = orjson.dumps(schema, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+        if check:
+            try:
+                with open(path, "rb") as fh:
+                    if fh.read() != text:
+                        stale.append(path)
+            except FileNotFoundError:
+                stale.append(path)
+            continue
+        os.makedirs(out_dir, exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(text)
+        click.echo(f"wrote {path}")
+    if stale:
+        fail(f"schemas out of date: {', '.join(stale)}", 1)

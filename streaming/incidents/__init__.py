@@ -1,0 +1,1 @@
+"""Incident evidence and release gates read from the store."""

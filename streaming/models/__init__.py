@@ -1,0 +1,1 @@
+"""Versioned model artifacts (content-hashed) and the pointer scorers pin from."""

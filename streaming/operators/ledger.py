@@ -1,0 +1,380 @@
+"""Account-hour risk ledger as a pure state machine.
+
+Key: (account_id, event hour). Payments are deduplicated by payment_id (identities retained in
+the checkpoint) and temporally joined to the merchant category version effective at each
+payment's event time. Each window emits revisions under the stable key `account|hour|revision`:
+
+  provisional  when payments_wm >= hour_end
+  revised      for each change while payments_wm <  hour_end + retention
+  final        once payments_wm >= hour_end + retention (the window then leaves state)
+
+A payment for a final window, a correction touching one, or a category version that changes a
+payment of one becomes an HMAC-signed repair request (rebuilt and published by the repair path).
+Every decision is taken per record or per watermark step, never per batch, so the revisions do
+not depend on batch boundaries or on a throttle."""
+
+from __future__ import annotations
+
+import heapq
+from functools import lru_cache
+from typing import Callable
+
+from ..contracts import Record, payload_hash
+from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, event_date, us_to_dt, us_to_iso
+from .base import ACCEPTED, DUPLICATE, ROUTED, STALE, Emit, Fact, Quarantined
+from .ledger_categories import (CATEGORY, DUPLICATE as VERSION_DUPLICATE, HIGH_RISK,
+                                CategoryVersions, VersionRejected, version_from_record)
+
+STATE_SCHEMA = "ledger/1"
+RULE_VERSION = "ledger-v1:hour"
+PAYMENTS = "payments"
+CATEGORIES = "merchant_categories"
+WATERMARK_DELAY_US = 5 * US_PER_MIN
+RETENTION_US = 60 * US_PER_MIN
+MAX_BACKLOG_AGE_US = 15 * US_PER_MIN
+REPAIR_TABLE = "ledger_repair_requests"
+UNCATEGORIZED = "uncategorized"
+
+# Identity row: [revision, payload_hash, account_id, hour_us, merchant_id, event_us, where]
+I_REV, I_HASH, I_ACCOUNT, I_HOUR, I_MERCHANT, I_EVENT, I_WHERE = range(7)
+LIVE = "live"
+ROUTED_WHERE = "routed"
+
+Signer = Callable[[dict], str]
+
+
+@lru_cache(maxsize=4096)
+def hour_label(hour_us: int) -> str:
+    # Cached: every payment needs its window key and strftime dominated the operator's cost.
+    return us_to_dt(hour_us).strftime("%Y-%m-%dT%H:00Z")
+
+
+def window_logical_key(account: str, hour_us: int) -> str:
+    return f"{account}|{hour_label(hour_us)}"
+
+
+def window_fact_key(account: str, hour_us: int, revision: int) -> str:
+    return f"{account}|{hour_label(hour_us)}|{revision}"
+
+
+def window_content(account: str, hour_us: int, payments, cats: CategoryVersions) -> dict:
+    """Business content of a window from its payments [(merchant, amount_cents, event_us)]:
+    the one aggregation used live and by the repair rebuild."""
+    total = 0
+    count = 0
+    risk = 0
+    by_cat: dict[str, int] = {}
+    for merchant, amount, t in payments:
+        total += amount
+        count += 1
+        v = cats.effective(merchant, t)
+        if v is None:
+            name = UNCATEGORIZED
+        else:
+            name = v[CATEGORY]
+            if v[HIGH_RISK]:
+                risk += 1
+        by_cat[name] = by_cat.get(name, 0) + 1
+    return {"account_id": account, "event_hour": hour_label(hour_us), "total_cents": total,
+            "payment_count": count, "risk_count": risk,
+            "category_counts": dict(sorted(by_cat.items()))}
+
+
+def window_fact(account: str, hour_us: int, revision: int, status: str, content: dict) -> Fact:
+    pred = window_fact_key(account, hour_us, revision - 1) if revision > 1 else None
+    return Fact.make(window_fact_key(account, hour_us, revision), "window",
+                     window_logical_key(account, hour_us), status,
+                     {**content, "revision": revision, "status": status}, pred)
+
+
+class Window:
+    __slots__ = ("account", "hour", "payments", "revision", "content_hash", "status")
+
+    def __init__(self, account: str, hour: int):
+        self.account = account
+        self.hour = hour
+        self.payments: dict[str, list] = {}  # payment_id -> [revision, merchant, amount, event_us]
+        self.revision = 0
+        self.content_hash = ""
+        self.status = "open"
+
+    def dump(self) -> list:
+        return [self.account, self.hour, self.payments, self.revision, self.content_hash,
+                self.status]
+
+    @classmethod
+    def load(cls, row: list) -> "Window":
+        w = cls(row[0], row[1])
+        w.payments = {k: list(v) for k, v in row[2].items()}
+        w.revision, w.content_hash, w.status = row[3], row[4], row[5]
+        return w
+
+
+class LedgerOperator:
+    pipeline = "ledger"
+    state_schema = STATE_SCHEMA
+    rule_version = RULE_VERSION
+
+    def __init__(self, signer: Signer, key_source: str, retention_us: int = RETENTION_US):
+        self.sign = signer
+        self.key_source = key_source
+        self.retention = retention_us
+        self.cats = CategoryVersions()
+        self.ids: dict[str, list] = {}
+        self.by_merchant: dict[str, list[str]] = {}
+        self.windows: dict[str, Window] = {}
+        self.wm = NEG_INF
+        self._due_provisional: list[tuple[int, str]] = []
+        self._due_final: list[tuple[int, str]] = []
+        self.counters = {"payments_accepted": 0, "duplicates": 0, "conflicts": 0, "stale": 0,
+                         "corrections_live": 0, "routed_payments": 0, "category_versions": 0,
+                         "category_rejected": 0, "category_routed": 0, "repair_requests": 0,
+                         "revisions": 0, "provisional": 0, "revised": 0, "final": 0}
+        self.peak = {"open_windows": 0}
+
+    # ------------------------------------------------------------------ helpers
+    def _is_final(self, hour_us: int) -> bool:
+        return self.wm >= hour_us + US_PER_HOUR + self.retention
+
+    def _window(self, account: str, hour_us: int) -> Window:
+        k = window_logical_key(account, hour_us)
+        w = self.windows.get(k)
+        if w is None:
+            w = self.windows[k] = Window(account, hour_us)
+            heapq.heappush(self._due_provisional, (hour_us + US_PER_HOUR, k))
+            heapq.heappush(self._due_final, (hour_us + US_PER_HOUR + self.retention, k))
+            if len(self.windows) > self.peak["open_windows"]:
+                self.peak["open_windows"] = len(self.windows)
+        return w
+
+    def _emit(self, w: Window, status: str, out: Emit, force: bool = False) -> None:
+        content = window_content(w.account, w.hour,
+                                 ((p[1], p[2], p[3]) for p in w.payments.values()), self.cats)
+        h = payload_hash(content)
+        if h == w.content_hash and not force:
+            return
+        w.revision += 1
+        w.content_hash = h
+        w.status = status
+        out.fact(window_fact(w.account, w.hour, w.revision, status, content))
+        self.counters["revisions"] += 1
+        self.counters[status] += 1
+
+    def _changed(self, w: Window, out: Emit) -> None:
+        """A window's payments or categories changed: published windows get a new revision."""
+        if w.revision > 0:
+            self._emit(w, "revised", out)
+        elif self.wm >= w.hour + US_PER_HOUR:
+            self._emit(w, "provisional", out)
+
+    def _request(self, rec: Record, kind: str, account: str, hour_us: int, reason: str,
+                 out: Emit) -> None:
+        body = {"request_id": f"{kind}|{account}|{hour_label(hour_us)}|{rec.topic}:"
+                              f"{rec.partition}:{rec.offset}",
+                "kind": kind, "account_id": account, "event_hour": hour_label(hour_us),
+                "hour_us": hour_us, "topic": rec.topic, "partition": rec.partition,
+                "offset": rec.offset, "subject_id": rec.id, "subject_revision": rec.revision,
+                "subject_hash": rec.payload_hash, "reason": reason, "watermark_us": self.wm}
+        out.add_extra(REPAIR_TABLE, {**body, "queue_date": event_date(hour_us),
+                                     "signature": self.sign(body), "key_source": self.key_source,
+                                     "status": "pending", "status_reason": None,
+                                     "corrected_fact_key": None, "repaired_at": None})
+        self.counters["repair_requests"] += 1
+
+    # ------------------------------------------------------------------ records
+    def on_record(self, rec: Record, out: Emit) -> None:
+        if rec.topic == PAYMENTS:
+            self._on_payment(rec, out)
+        else:
+            self._on_category(rec, out)
+
+    def _on_payment(self, rec: Record, out: Emit) -> None:
+        p = rec.payload
+        account = p["account_id"]
+        merchant = p["merchant_id"]
+        t = rec.event_us
+        hour = t - t % US_PER_HOUR
+        known = self.ids.get(rec.id)
+        if known is not None:
+            if rec.revision == known[I_REV]:
+                if rec.payload_hash == known[I_HASH]:
+                    self.counters["duplicates"] += 1
+                    out.disposition(rec, DUPLICATE)
+                else:
+                    self.counters["conflicts"] += 1
+                    out.quarantine.append(Quarantined(
+                        rec.topic, rec.partition, rec.offset, "conflicting_duplicate",
+                        f"{rec.id} revision {rec.revision} was seen with other content", ""))
+                return
+            if rec.revision < known[I_REV]:
+                self.counters["stale"] += 1
+                out.disposition(rec, STALE)
+                return
+            self._correct(rec, known, account, merchant, hour, out)
+            return
+        if self._is_final(hour):
+            self._route(rec, account, merchant, hour, [(account, hour)], "beyond_retention", out)
+            return
+        self.ids[rec.id] = [rec.revision, rec.payload_hash, account, hour, merchant, t, LIVE]
+        self.by_merchant.setdefault(merchant, []).append(rec.id)
+        self.counters["payments_accepted"] += 1
+        out.disposition(rec, ACCEPTED)
+        w = self._window(account, hour)
+        w.payments[rec.id] = [rec.revision, merchant, p["amount_cents"], t]
+        self._changed(w, out)
+
+    def _route(self, rec: Record, account: str, merchant: str, hour: int,
+               windows: list[tuple[str, int]], reason: str, out: Emit) -> None:
+        if rec.id not in self.ids or self.ids[rec.id][I_MERCHANT] != merchant:
+            self.by_merchant.setdefault(merchant, []).append(rec.id)
+        self.ids[rec.id] = [rec.revision, rec.payload_hash, account, hour, merchant,
+                            rec.event_us, ROUTED_WHERE]
+        self.counters["routed_payments"] += 1
+        out.disposition(rec, ROUTED)
+        for acct, h in dict.fromkeys(windows):
+            self._request(rec, "payment", acct, h, reason, out)
+
+    def _correct(self, rec: Record, known: list, account: str, merchant: str, hour: int,
+                 out: Emit) -> None:
+        """A higher revision replaces the payment's amount and merchant (and, if it moved, its
+        window). Live only when the old and the new window are both open."""
+        old_key = (known[I_ACCOUNT], known[I_HOUR])
+        targets = [old_key, (account, hour)]
+        if known[I_WHERE] == ROUTED_WHERE:
+            self._route(rec, account, merchant, hour, targets, "correction_of_routed_payment",
+                        out)
+            return
+        if self._is_final(known[I_HOUR]) or self._is_final(hour):
+            self._route(rec, account, merchant, hour, targets, "correction_beyond_retention", out)
+            return
+        self.counters["corrections_live"] += 1
+        out.disposition(rec, ACCEPTED)
+        old_w = self.windows[window_logical_key(*old_key)]
+        del old_w.payments[rec.id]
+        if merchant != known[I_MERCHANT]:
+            self.by_merchant.setdefault(merchant, []).append(rec.id)
+        self.ids[rec.id] = [rec.revision, rec.payload_hash, account, hour, merchant,
+                            rec.event_us, LIVE]
+        new_w = self._window(account, hour)
+        new_w.payments[rec.id] = [rec.revision, merchant, rec.payload["amount_cents"],
+                                  rec.event_us]
+        self._changed(old_w, out)
+        if new_w is not old_w:
+            self._changed(new_w, out)
+
+    def _on_category(self, rec: Record, out: Emit) -> None:
+        merchant, v = version_from_record(rec)
+        try:
+            verdict = self.cats.check(merchant, v)
+        except VersionRejected as exc:
+            self.counters["category_rejected"] += 1
+            out.quarantine.append(Quarantined(rec.topic, rec.partition, rec.offset, exc.reason,
+                                              exc.detail, ""))
+            return
+        if verdict == VERSION_DUPLICATE:
+            self.counters["duplicates"] += 1
+            out.disposition(rec, DUPLICATE)
+            return
+        # Payments of this merchant at or after the version's start may change category.
+        f = v[0]
+        before: dict[str, tuple] = {}
+        for pid in self.by_merchant.get(merchant, ()):
+            ident = self.ids[pid]
+            if ident[I_MERCHANT] != merchant or ident[I_EVENT] < f or ident[I_WHERE] != LIVE:
+                continue
+            e = self.cats.effective(merchant, ident[I_EVENT])
+            before[pid] = (e[CATEGORY], e[HIGH_RISK]) if e else None
+        self.cats.add(merchant, v)
+        self.counters["category_versions"] += 1
+        open_changed: dict[str, Window] = {}
+        final_changed: dict[tuple[str, int], None] = {}
+        for pid, old in before.items():
+            ident = self.ids[pid]
+            e = self.cats.effective(merchant, ident[I_EVENT])
+            if ((e[CATEGORY], e[HIGH_RISK]) if e else None) == old:
+                continue
+            wk = window_logical_key(ident[I_ACCOUNT], ident[I_HOUR])
+            w = self.windows.get(wk)
+            if w is not None:
+                open_changed[wk] = w
+            else:
+                final_changed[(ident[I_ACCOUNT], ident[I_HOUR])] = None
+        for wk in sorted(open_changed):
+            self._changed(open_changed[wk], out)
+        if final_changed:
+            self.counters["category_routed"] += 1
+            out.disposition(rec, ROUTED)
+            for acct, h in sorted(final_changed):
+                self._request(rec, "category", acct, h, "category_change_for_final_window", out)
+        else:
+            out.disposition(rec, ACCEPTED)
+
+    # ------------------------------------------------------------------ time
+    def on_watermark(self, topic: str, wm: int, out: Emit) -> None:
+        if topic != PAYMENTS or wm <= self.wm:
+            return
+        self.wm = wm
+        self._advance(out)
+
+    def _advance(self, out: Emit) -> None:
+        due_p, due_f = self._due_provisional, self._due_final
+        wm = self.wm
+        while due_p and due_p[0][0] <= wm:
+            _, k = heapq.heappop(due_p)
+            w = self.windows.get(k)
+            if w is not None and w.revision == 0 and not self._is_final(w.hour):
+                self._emit(w, "provisional", out, force=True)
+        while due_f and due_f[0][0] <= wm:
+            _, k = heapq.heappop(due_f)
+            w = self.windows.pop(k, None)
+            if w is not None:
+                self._emit(w, "final", out, force=True)
+
+    def on_clock(self, clock_us: int, out: Emit) -> None:
+        return None  # windows close on the payments watermark only, never on a clock
+
+    def on_end_of_stream(self, out: Emit) -> None:
+        self.wm = POS_INF
+        self._advance(out)
+
+    # ------------------------------------------------------------------ observability
+    def state_metrics(self) -> dict:
+        payments = sum(len(w.payments) for w in self.windows.values())
+        # Rough retained bytes: identity rows ~120 B, window payments ~90 B, windows ~160 B.
+        est = len(self.ids) * 120 + payments * 90 + len(self.windows) * 160 + len(self.cats) * 120
+        return {"state_records": len(self.ids) + payments + len(self.cats),
+                "state_bytes": est, "open_windows": len(self.windows),
+                "open_window_payments": payments, "identities": len(self.ids),
+                "category_versions": len(self.cats), "payments_wm": us_to_iso(self.wm),
+                "peak": dict(self.peak), **self.counters}
+
+    # ------------------------------------------------------------------ checkpoint
+    def snapshot(self) -> dict:
+        return {"rule_version": RULE_VERSION, "retention_us": self.retention, "wm": self.wm,
+                "ids": self.ids, "by_merchant": self.by_merchant,
+                "windows": [w.dump() for w in self.windows.values()],
+                "categories": self.cats.snapshot(), "counters": self.counters,
+                "peak": self.peak}
+
+    def restore(self, snap: dict) -> None:
+        if snap["rule_version"] != RULE_VERSION:
+            raise ValueError(f"checkpoint rule version {snap['rule_version']} != {RULE_VERSION}")
+        self.retention = snap["retention_us"]
+        self.wm = snap["wm"]
+        self.ids = {k: list(v) for k, v in snap["ids"].items()}
+        self.by_merchant = {k: list(v) for k, v in snap["by_merchant"].items()}
+        self.cats = CategoryVersions.restore(snap["categories"])
+        self.counters = dict(snap["counters"])
+        self.peak = dict(snap["peak"])
+        self.windows = {}
+        self._due_provisional = []
+        self._due_final = []
+        for row in snap["windows"]:
+            w = Window.load(row)
+            k = window_logical_key(w.account, w.hour)
+            self.windows[k] = w
+            if w.revision == 0:
+                self._due_provisional.append((w.hour + US_PER_HOUR, k))
+            self._due_final.append((w.hour + US_PER_HOUR + self.retention, k))
+        heapq.heapify(self._due_provisional)
+        heapq.heapify(self._due_final)

@@ -1,0 +1,305 @@
+"""Receipt scorer, keyed by merchant, as a pure state machine.
+
+A receipt occurred at t is scored once the receipts watermark reaches t (wm >= t). Its features
+read the merchant's receipts with occurred_at in [t - 7 min, t) (state cutoff t, exclusive),
+one entry per receipt_id:
+  feature_count_7m   number of those receipts
+  feature_amount_7m  their amount_cents summed
+and the model also reads the receipt's own amount_cents.
+
+Disorder: a receipt below the watermark by at most the tolerance (5 min) is scored live at
+once, and the already-scored receipts of its merchant in (t, t + 7 min] that it changes are
+rescored (new scoring revision, predecessor link). A receipt further below the watermark is
+beyond the allowed delay: it goes to the replay queue as a reconciliation record, is never
+scored live, and is kept as history for receipts not scored yet (it did occur before them).
+
+A duplicate upload (same receipt_id, same payload) adds nothing and emits nothing; the same
+receipt_id with another payload is quarantined as a conflicting duplicate.
+
+The pinned model (revision + artifact) is part of the snapshot, so a restore scores with it
+whatever the registry's pointer says by then."""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, insort
+
+from ..contracts import Record, payload_hash
+from ..models.registry import Model
+from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
+from .base import ACCEPTED, DUPLICATE, ROUTED, Emit, Fact, QueueEntry, Quarantined
+
+PIPELINE = "receipts"
+TOPIC = "receipts"
+STATE_SCHEMA = "receipt_scorer/1"
+WINDOW_US = 7 * US_PER_MIN  # merchant feature window [t - 7 min, t)
+LATENESS_US = 2 * US_PER_MIN  # watermark delay: partition_wm = max occurred_at - 2 min
+TOLERANCE_US = 5 * US_PER_MIN  # allowed delay below the watermark, scored live
+# How long receipt IDs are remembered for duplicate detection, in occurrence time below the
+# watermark. An older re-upload is beyond the allowed delay anyway and reconciliation checks
+# it against the archive.
+DEDUP_HORIZON_US = 24 * US_PER_HOUR
+RETENTION_US = TOLERANCE_US + WINDOW_US  # state below wm - 12 min is no longer read
+
+KIND = "decision"
+# Fields of a decision payload that describe the run, not the decision: excluded from its hash
+# so a replay at another batch boundary is a no-op at the sink.
+RUN_FIELDS = ("watermark",)
+
+# Entry layout (lists, for compact snapshots):
+T, ID, AMOUNT, STORE, REV, CNT, AMT, MODEL, STATE = range(9)
+PENDING, SCORED, HISTORY = 0, 1, 2  # HISTORY: a reconciliation record, never scored live
+
+
+def decision_key(receipt_id: str, scoring_revision: int) -> str:
+    return f"{receipt_id}|{scoring_revision}"
+
+
+def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_us: int,
+                  amount_cents: int, scoring_revision: int, model: Model, count: int,
+                  amount_7m: int, watermark_us: int, status: str, origin: str, reason: str,
+                  predecessor_revision: int | None = None) -> Fact:
+    """The one builder of decision facts (live scorer, reconciliation, re-pinning)."""
+    score, decision = model.score({"feature_count_7m": count, "feature_amount_7m": amount_7m,
+                                   "amount_cents": amount_cents})
+    occurred = us_to_iso(occurred_us)
+    payload = {
+        "receipt_id": receipt_id, "merchant_id": merchant_id, "store_id": store_id,
+        "occurred_at": occurred, "amount_cents": amount_cents,
+        "scoring_revision": scoring_revision, "model_revision": model.revision,
+        "score": score, "decision": decision, "feature_count_7m": count,
+        "feature_amount_7m": amount_7m, "state_cutoff": occurred,
+        "status": status, "origin": origin, "reason": reason,
+    }
+    business = dict(payload)
+    payload["watermark"] = us_to_iso(watermark_us)
+    pred = decision_key(receipt_id, predecessor_revision) if predecessor_revision else None
+    return Fact(decision_key(receipt_id, scoring_revision), KIND, receipt_id, status, payload,
+                payload_hash(business), pred)
+
+
+class ReceiptScorer:
+    pipeline = PIPELINE
+    state_schema = STATE_SCHEMA
+    rule_version = "receipts-v1:window=7m,tolerance=5m,lateness=2m"
+
+    def __init__(self, model: Model | None = None, pin_seq: int = 0,
+                 tolerance_us: int = TOLERANCE_US):
+        self.model = model
+        self.pin_seq = pin_seq
+        self.tolerance = tolerance_us
+        self.wm = NEG_INF
+        self.by_merchant: dict[str, list[list]] = {}  # sorted by (t, id)
+        self.entries: dict[str, list] = {}  # receipt_id -> entry (also in by_merchant)
+        self.merchant_of: dict[str, str] = {}
+        # receipt_id -> [payload_hash, occurred_us] for duplicate detection
+        self.ids: dict[str, list] = {}
+        self.pending: list[tuple[int, str]] = []  # (t, id) not yet scored
+        self._evict: list[tuple[int, str, str]] = []  # (t, merchant, id)
+        self._id_evict: list[tuple[int, str]] = []
+        self.counters = {"accepted": 0, "duplicates": 0, "conflicts": 0, "scored": 0,
+                         "late_within_tolerance": 0, "beyond_allowed_delay": 0,
+                         "rescored_live": 0, "evicted": 0}
+        self.peak = {"records": 0, "bytes": 0}
+
+    # ------------------------------------------------------------------ pinning
+    def pin(self, model: Model, pin_seq: int) -> None:
+        self.model = model
+        self.pin_seq = pin_seq
+
+    def adopt_decision(self, receipt_id: str, payload: dict) -> bool:
+        """Take a decision written outside the live path (reconciliation or re-pinning) as the
+        entry's current one, so a later live rescore continues its revision chain."""
+        e = self.entries.get(receipt_id)
+        if e is None or payload["scoring_revision"] <= e[REV]:
+            return False
+        e[REV] = payload["scoring_revision"]
+        e[CNT] = payload["feature_count_7m"]
+        e[AMT] = payload["feature_amount_7m"]
+        e[MODEL] = payload["model_revision"]
+        return True
+
+    # ------------------------------------------------------------------ records
+    def on_record(self, rec: Record, out: Emit) -> None:
+        known = self.ids.get(rec.id)
+        if known is not None:
+            if known[0] == rec.payload_hash:
+                self.counters["duplicates"] += 1
+                out.disposition(rec, DUPLICATE)
+            else:
+                self.counters["conflicts"] += 1
+                out.quarantine.append(Quarantined(
+                    rec.topic, rec.partition, rec.offset, "conflicting_duplicate",
+                    f"receipt {rec.id} was uploaded before with other content", ""))
+            return
+        t = rec.event_us
+        self.ids[rec.id] = [rec.payload_hash, t]
+        heapq.heappush(self._id_evict, (t, rec.id))
+        p = rec.payload
+        if t < self.wm - self.tolerance:
+            self.counters["beyond_allowed_delay"] += 1
+            out.queue.append(QueueEntry(
+                rec.topic, rec.partition, rec.offset, rec.id, rec.revision, rec.key, t,
+                "beyond_allowed_delay", self.wm,
+                {"store_id": p["store_id"], "amount_cents": p["amount_cents"],
+                 "uploaded_at": us_to_iso(rec.arrival_us),
+                 "below_watermark_us": self.wm - t, "tolerance_us": self.tolerance}))
+            out.disposition(rec, ROUTED)
+            if t >= self.wm - RETENTION_US:
+                self._insert(rec, HISTORY)
+            return
+        out.disposition(rec, ACCEPTED)
+        self.counters["accepted"] += 1
+        e = self._insert(rec, PENDING)
+        if t <= self.wm:
+            if t < self.wm:
+                self.counters["late_within_tolerance"] += 1
+                self._score(e, rec.key, out)
+                self._rescore_after(rec.key, t, rec.id, out)
+            else:
+                self._score(e, rec.key, out)
+        else:
+            heapq.heappush(self.pending, (t, rec.id))
+        self._track_peak()
+
+    def _insert(self, rec: Record, state: int) -> list:
+        e = [rec.event_us, rec.id, rec.payload["amount_cents"], rec.payload["store_id"], 0, 0,
+             0, None, state]
+        lst = self.by_merchant.setdefault(rec.key, [])
+        insort(lst, e, key=lambda x: (x[T], x[ID]))
+        self.entries[rec.id] = e
+        self.merchant_of[rec.id] = rec.key
+        heapq.heappush(self._evict, (rec.event_us, rec.key, rec.id))
+        return e
+
+    def _features(self, merchant: str, t: int) -> tuple[int, int]:
+        lst = self.by_merchant.get(merchant, ())
+        lo = bisect_left(lst, t - WINDOW_US, key=lambda x: x[T])
+        hi = bisect_left(lst, t, key=lambda x: x[T])
+        amt = 0
+        for i in range(lo, hi):
+            amt += lst[i][AMOUNT]
+        return hi - lo, amt
+
+    def _score(self, e: list, merchant: str, out: Emit) -> None:
+        cnt, amt = self._features(merchant, e[T])
+        e[REV], e[CNT], e[AMT], e[MODEL], e[STATE] = 1, cnt, amt, self.model.revision, SCORED
+        self.counters["scored"] += 1
+        out.fact(decision_fact(
+            receipt_id=e[ID], merchant_id=merchant, store_id=e[STORE], occurred_us=e[T],
+            amount_cents=e[AMOUNT], scoring_revision=1, model=self.model, count=cnt,
+            amount_7m=amt, watermark_us=self.wm, status="live", origin="live",
+            reason="watermark_passed_occurrence"))
+
+    def _rescore_after(self, merchant: str, t: int, cause: str, out: Emit) -> None:
+        """Rescore scored receipts in (t, t + 7 min] whose features the receipt at t changed."""
+        lst = self.by_merchant.get(merchant, ())
+        i = bisect_left(lst, t + 1, key=lambda x: x[T])
+        while i < len(lst) and lst[i][T] <= t + WINDOW_US:
+            e = lst[i]
+            i += 1
+            if e[STATE] != SCORED:
+                continue
+            cnt, amt = self._features(merchant, e[T])
+            if (cnt, amt, self.model.revision) == (e[CNT], e[AMT], e[MODEL]):
+                continue
+            prev = e[REV]
+            e[REV], e[CNT], e[AMT], e[MODEL] = prev + 1, cnt, amt, self.model.revision
+            self.counters["rescored_live"] += 1
+            out.fact(decision_fact(
+                receipt_id=e[ID], merchant_id=merchant, store_id=e[STORE], occurred_us=e[T],
+                amount_cents=e[AMOUNT], scoring_revision=prev + 1, model=self.model,
+                count=cnt, amount_7m=amt, watermark_us=self.wm, status="rescored",
+                origin="live", reason=f"late_within_tolerance:{cause}",
+                predecessor_revision=prev))
+
+    # ------------------------------------------------------------------ time
+    def on_watermark(self, topic: str, wm: int, out: Emit) -> None:
+        if wm <= self.wm:
+            return
+        self.wm = wm
+        pending = self.pending
+        while pending and pending[0][0] <= wm:
+            _, rid = heapq.heappop(pending)
+            e = self.entries[rid]
+            self._score(e, self.merchant_of[rid], out)
+        self._evict_below(wm - RETENTION_US if wm < POS_INF else POS_INF)
+
+    def _evict_below(self, bound: int) -> None:
+        heap = self._evict
+        while heap and heap[0][0] < bound:
+            t, merchant, rid = heapq.heappop(heap)
+            e = self.entries.pop(rid, None)
+            if e is None:
+                continue
+            lst = self.by_merchant[merchant]
+            j = bisect_left(lst, (t, rid), key=lambda x: (x[T], x[ID]))
+            del lst[j]
+            if not lst:
+                del self.by_merchant[merchant]
+            del self.merchant_of[rid]
+            self.counters["evicted"] += 1
+        idh = self._id_evict
+        id_bound = bound - DEDUP_HORIZON_US if bound < POS_INF else NEG_INF
+        while idh and idh[0][0] < id_bound:
+            _, rid = heapq.heappop(idh)
+            self.ids.pop(rid, None)
+
+    def on_clock(self, clock_us: int, out: Emit) -> None:
+        return None  # nothing here is decided by a clock
+
+    def on_end_of_stream(self, out: Emit) -> None:
+        self.on_watermark(TOPIC, POS_INF, out)
+
+    # ------------------------------------------------------------------ state
+    def snapshot(self) -> dict:
+        return {
+            "model": {"revision": self.model.revision, "artifact": self.model.artifact,
+                      "pin_seq": self.pin_seq} if self.model else None,
+            "tolerance_us": self.tolerance, "wm": self.wm,
+            "merchants": {m: lst for m, lst in self.by_merchant.items()},
+            "ids": self.ids, "pending": [list(p) for p in self.pending],
+            "counters": self.counters, "peak": self.peak,
+        }
+
+    def restore(self, snap: dict) -> None:
+        m = snap["model"]
+        if m is not None:
+            self.model = Model.from_artifact(m["artifact"], expect_revision=m["revision"])
+            self.pin_seq = m["pin_seq"]
+        self.tolerance = snap["tolerance_us"]
+        self.wm = snap["wm"]
+        self.by_merchant = {k: [list(e) for e in v] for k, v in snap["merchants"].items()}
+        self.entries = {}
+        self.merchant_of = {}
+        self._evict = []
+        for merchant, lst in self.by_merchant.items():
+            for e in lst:
+                self.entries[e[ID]] = e
+                self.merchant_of[e[ID]] = merchant
+                self._evict.append((e[T], merchant, e[ID]))
+        heapq.heapify(self._evict)
+        self.ids = {k: list(v) for k, v in snap["ids"].items()}
+        self._id_evict = [(v[1], k) for k, v in self.ids.items()]
+        heapq.heapify(self._id_evict)
+        self.pending = [tuple(p) for p in snap["pending"]]
+        heapq.heapify(self.pending)
+        self.counters = dict(snap["counters"])
+        self.peak = dict(snap["peak"])
+
+    def _track_peak(self) -> None:
+        n = len(self.entries)
+        if n > self.peak["records"]:
+            self.peak["records"] = n
+            self.peak["bytes"] = self._bytes()
+
+    def _bytes(self) -> int:
+        # Entries are 9 small fields; ~160 B each in CPython plus the id map.
+        return len(self.entries) * 160 + len(self.ids) * 90
+
+    def state_metrics(self) -> dict:
+        return {"state_records": len(self.entries), "state_bytes": self._bytes(),
+                "pending": len(self.pending), "dedup_ids": len(self.ids),
+                "merchants": len(self.by_merchant), "watermark": us_to_iso(self.wm),
+                "model_revision": self.model.revision if self.model else None,
+                "peak": dict(self.peak), **self.counters}

@@ -1,0 +1,1 @@
+"""Repair paths shared by the CLI and orchestration."""

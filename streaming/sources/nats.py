@@ -1,0 +1,342 @@
+"""NATS JetStream source: one stream, one subject per topic-partition.
+
+Layout: location `nats://HOST:PORT?stream=NAME` (stream defaults to `riskstream`); subjects
+`NAME.<topic>.p<N>`; the partition count of every topic is a property of the stream, written
+as JSON into the stream's description when the stream is created (see `encode_layout`), so a
+partition that never received a message still counts. Offsets are 0-based per subject; the
+source maps them to JetStream stream sequences internally.
+
+Reading: a run reads a snapshot. At open the source asks the server how many messages each
+subject holds, then fetches exactly those with one ordered consumer per subject (ephemeral,
+no acks) on a private event loop, and closes the connection. Records
+published later are read by the next run, exactly as a file log that grew. Replay order,
+arrival times and `caught_up` follow the file log's rules (shared functions), so a recording
+replays in the same order from either source.
+
+Positions live only in the store's checkpoints and journal, committed in the same transaction
+as the facts; `ack` keeps no broker-side consumer state (see `NatsSource.ack`)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterator, TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+
+from .filelog import TP, RawRecord, SourceError, decode_partition, merge_by_arrival
+
+DEFAULT_STREAM = "riskstream"
+DEFAULT_TIMEOUT_S = 5.0
+LAYOUT_KIND = "riskstream-layout"
+LAYOUT_VERSION = 1
+# Stream names may not contain '.', '*', '>', path separators or whitespace.
+_STREAM_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class NatsLocation:
+    """A parsed `nats://HOST:PORT?stream=NAME[&timeout=SECONDS]` location. The port defaults
+    to 4222; timeout (default 5) bounds connecting, each JetStream request and a stall while
+    reading a subject. Credentials in the URL (`nats://USER:PASSWORD@HOST`) are used to
+    connect and never shown: messages and identities name `server_address` only."""
+
+    server: str = field(repr=False)  # the connect URL, credentials included
+    server_address: str  # host:port
+    stream: str = DEFAULT_STREAM
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    @classmethod
+    def parse(cls, location: str) -> "NatsLocation":
+        parts = urlsplit(location)
+        if "@" in parts.netloc:
+            location = location.replace(parts.netloc, "***@" + parts.netloc.rsplit("@", 1)[1])
+        if parts.scheme != "nats" or not parts.hostname:
+            raise SourceError(f"not a NATS location: {location!r} "
+                              f"(expected nats://HOST:PORT?stream=NAME)")
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        unknown = set(query) - {"stream", "timeout"}
+        if unknown:
+            raise SourceError(f"unknown NATS location parameter(s) {sorted(unknown)} in "
+                              f"{location!r}; known: stream, timeout")
+        stream = query.get("stream", DEFAULT_STREAM)
+        if not _STREAM_RE.match(stream):
+            raise SourceError(f"invalid stream name {stream!r}: use letters, digits, '_' and '-'")
+        try:
+            timeout_s = float(query.get("timeout", DEFAULT_TIMEOUT_S))
+        except ValueError as exc:
+            raise SourceError(f"invalid NATS location parameter in {location!r}: {exc}") from None
+        if timeout_s <= 0:
+            raise SourceError(f"timeout must be > 0 in {location!r}")
+        netloc = parts.netloc
+        address = netloc.rsplit("@", 1)[-1]
+        if parts.port is None:
+            netloc, address = f"{netloc}:4222", f"{address}:4222"
+        return cls(f"nats://{netloc}", address, stream, timeout_s)
+
+    def subject(self, topic: str, partition: int) -> str:
+        return f"{self.stream}.{topic}.p{partition}"
+
+
+def encode_layout(partitions: dict[str, int], partitioner: str) -> str:
+    """The stream description that declares the partition layout."""
+    for topic in partitions:
+        if not _TOPIC_RE.match(topic):
+            raise SourceError(f"topic {topic!r} cannot be a subject token: use letters, digits, "
+                              f"'_' and '-'")
+    return orjson.dumps({"kind": LAYOUT_KIND, "version": LAYOUT_VERSION,
+                         "partitions": dict(sorted(partitions.items())),
+                         "partitioner": partitioner}).decode()
+
+
+def decode_layout(stream: str, description: str | None) -> dict:
+    try:
+        layout = orjson.loads(description or "")
+    except orjson.JSONDecodeError:
+        layout = None
+    if not isinstance(layout, dict) or layout.get("kind") != LAYOUT_KIND:
+        raise SourceError(f"stream {stream!r} declares no partition layout in its description "
+                          f"(streams are created by `riskstream nats publish`, which writes it)")
+    if layout.get("version") != LAYOUT_VERSION:
+        raise SourceError(f"stream {stream!r} has layout version {layout.get('version')!r}; "
+                          f"this code reads version {LAYOUT_VERSION}")
+    parts = layout.get("partitions")
+    if (not isinstance(parts, dict)
+            or not all(isinstance(n, int) and n >= 1 for n in parts.values())):
+        raise SourceError(f"stream {stream!r} has an invalid partition layout: {parts!r}")
+    return layout
+
+
+def run_private(make: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion on a private event loop in its own thread, so the
+    synchronous worker can use the asyncio client even when the caller already runs a loop."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(make())
+        except BaseException as exc:  # re-raised in the calling thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="nats-source", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+async def connect(loc: NatsLocation):
+    import nats
+    try:
+        return await nats.connect(loc.server, connect_timeout=loc.timeout_s,
+                                  allow_reconnect=False, max_reconnect_attempts=0)
+    except Exception as exc:  # the client raises several types for the same cause
+        raise SourceError(f"cannot connect to NATS at {loc.server_address}: "
+                          f"{type(exc).__name__}: {exc}") from None
+
+
+def removed_messages(state) -> int:
+    """Messages the stream no longer holds. A stream that never lost a message keeps
+    sequences 1..last_seq; any removal would shift per-subject offsets."""
+    return state.last_seq - state.messages
+
+
+class NatsSource:
+    kind = "nats"
+
+    def __init__(self, location: str, topics: list[str],
+                 arrival_field: dict[str, str] | None = None):
+        self.location = NatsLocation.parse(location)
+        self.topics = list(topics)
+        self._arrival_field = arrival_field or {}
+        self._lines: dict[TP, list[bytes]] = {}
+        self._seqs: dict[TP, list[int]] = {}
+        self._objs: dict[TP, list[object]] = {}
+        self._arrivals: dict[TP, list[int]] = {}
+        self._fp_cache: dict[TP, tuple[int, Any]] = {}
+        self.partition_counts: dict[str, int] = {}
+        self.partitioner = ""
+        self.stream_created = ""
+        run_private(self._load)
+        for tp, lines in self._lines.items():
+            arrival = self._arrival_field.get(tp[0], "arrival_time")
+            self._objs[tp], self._arrivals[tp] = decode_partition(lines, arrival)
+
+    # -- loading -----------------------------------------------------------------------------
+    async def _load(self) -> None:
+        from nats.js.errors import NotFoundError
+        loc = self.location
+        nc = await connect(loc)
+        try:
+            js = nc.jetstream(timeout=loc.timeout_s)
+            try:
+                info = await js.stream_info(loc.stream, subjects_filter=f"{loc.stream}.>")
+            except NotFoundError:
+                raise SourceError(f"stream {loc.stream!r} does not exist at "
+                                  f"{loc.server_address} (create it with `riskstream nats "
+                                  f"publish`)") from None
+            layout = decode_layout(loc.stream, info.config.description)
+            lost = removed_messages(info.state)
+            if lost:
+                raise SourceError(
+                    f"stream {loc.stream!r} no longer holds {lost} of its {info.state.last_seq} "
+                    f"messages (first sequence {info.state.first_seq}): per-subject offsets "
+                    f"would shift, so the source refuses it")
+            self.partitioner = str(layout.get("partitioner", ""))
+            self.stream_created = info.created.isoformat() if info.created else ""
+            counts = info.state.subjects or {}
+            for topic in self.topics:
+                n = layout["partitions"].get(topic)
+                if n is None:
+                    raise SourceError(f"topic {topic!r} is not in the layout of stream "
+                                      f"{loc.stream!r} (it has {sorted(layout['partitions'])})")
+                self.partition_counts[topic] = n
+                prefix = f"{loc.stream}.{topic}."
+                outside = sorted(s for s in counts if s.startswith(prefix)
+                                 and s not in {loc.subject(topic, p) for p in range(n)})
+                if outside:
+                    raise SourceError(f"stream {loc.stream!r} holds messages on {outside}, "
+                                      f"outside its declared {n} partition(s) of {topic!r}")
+                for p in range(n):
+                    await self._fetch_subject(js, (topic, p), counts.get(loc.subject(topic, p), 0))
+        finally:
+            await nc.close()
+
+    async def _fetch_subject(self, js, tp: TP, count: int) -> None:
+        """Fetch the first `count` messages of one subject, in stream order, through an
+        ordered consumer (server-side ephemeral, no acks, flow-controlled; the client recreates
+        it from the last sequence on a gap). A callback keeps per-message cost low: a pull
+        fetch costs one awaited queue read per message, about three times slower here."""
+        loc = self.location
+        lines: list[bytes] = []
+        seqs: list[int] = []
+        self._lines[tp] = lines
+        self._seqs[tp] = seqs
+        if count == 0:
+            return
+        subject = loc.subject(*tp)
+        done = asyncio.get_running_loop().create_future()
+        problem: list[str] = []
+
+        async def on_message(msg) -> None:
+            if len(lines) >= count:
+                return  # published after the snapshot: the next run reads it
+            seq = msg.metadata.sequence.stream
+            if seqs and seq <= seqs[-1]:
+                problem.append(f"stream sequence {seq} after {seqs[-1]}")
+            seqs.append(seq)
+            lines.append(msg.data)
+            if (len(lines) == count or problem) and not done.done():
+                done.set_result(None)
+
+        from nats.js.api import DeliverPolicy
+        sub = await js.subscribe(subject, stream=loc.stream, ordered_consumer=True,
+                                 deliver_policy=DeliverPolicy.ALL, cb=on_message)
+        try:
+            seen = -1
+            # Wait while messages keep arriving; a stall of `timeout` seconds is an error.
+            while not done.done():
+                if len(lines) == seen:
+                    raise SourceError(f"{subject}: received {len(lines)} of {count} messages, "
+                                      f"then nothing for {loc.timeout_s}s")
+                seen = len(lines)
+                try:
+                    await asyncio.wait_for(asyncio.shield(done), loc.timeout_s)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            await sub.unsubscribe()
+        if problem:
+            raise SourceError(f"{subject}: {problem[0]}")
+
+    # -- positions ---------------------------------------------------------------------------
+    def tps(self) -> list[TP]:
+        return [(t, p) for t in self.topics for p in range(self.partition_counts[t])]
+
+    def end_offset(self, tp: TP) -> int:
+        return len(self._lines.get(tp, ()))
+
+    def total_records(self) -> int:
+        return sum(len(v) for v in self._lines.values())
+
+    def stream_sequence(self, tp: TP, offset: int) -> int:
+        """The JetStream stream sequence of the subject's message at `offset`."""
+        return self._seqs[tp][offset]
+
+    def read_at(self, tp: TP, offset: int) -> RawRecord:
+        return RawRecord(tp[0], tp[1], offset, self._lines[tp][offset], self._objs[tp][offset],
+                         self._arrivals[tp][offset])
+
+    def next_arrival(self, tp: TP, offset: int) -> int | None:
+        arr = self._arrivals.get(tp, ())
+        return arr[offset] if offset < len(arr) else None
+
+    def caught_up(self, tp: TP, offset: int, clock_us: int) -> bool:
+        """Nothing is pending at the server for tp at source time clock_us: the snapshot holds
+        every message the server had at open, so this is the file log's rule on it."""
+        nxt = self.next_arrival(tp, offset)
+        return nxt is None or nxt > clock_us
+
+    def fingerprint(self, tp: TP, upto: int) -> str:
+        """sha256 of the subject's first `upto` payloads, each followed by a newline: the same
+        value the file log computes for the same lines, so a recording keeps its fingerprints
+        when it is published (and `riskstream nats publish` can be verified against it)."""
+        lines = self._lines[tp]
+        if upto > len(lines):
+            return "beyond-end"
+        done, h = self._fp_cache.get(tp, (0, None))
+        if h is None or upto < done:
+            done, h = 0, hashlib.sha256()
+        else:
+            h = h.copy()
+        for line in lines[done:upto]:
+            h.update(line)
+            h.update(b"\n")
+        self._fp_cache[tp] = (upto, h)
+        return h.hexdigest()
+
+    def identity(self) -> dict:
+        return {"kind": self.kind, "server": self.location.server_address,
+                "stream": self.location.stream, "stream_created": self.stream_created,
+                "partitions": dict(self.partition_counts), "hash": self.partitioner,
+                "layout_version": LAYOUT_VERSION}
+
+    def restore_refusal(self, saved: dict) -> str | None:
+        """Why a checkpoint written against `saved` (a source identity) must not be restored
+        here, or None. Partition counts are compared by the worker; a stream is one log only
+        while it is the same stream object: another name, a recreated stream (another creation
+        time) or another key->partition function is another log. The server address may change
+        (clusters move); a checkpoint of another source kind is judged by its fingerprints."""
+        if saved.get("kind") != self.kind:
+            return None
+        mine = self.identity()
+        for key, what in (("stream", "stream name"), ("stream_created", "stream creation time"),
+                          ("hash", "partitioner")):
+            if saved.get(key) != mine[key]:
+                return (f"the checkpoint was taken on NATS {what} {saved.get(key)!r}, the source "
+                        f"is {mine[key]!r} (stream {self.location.stream!r} at "
+                        f"{self.location.server_address}): another stream")
+        return None
+
+    # -- reading -----------------------------------------------------------------------------
+    def merged(self, positions: dict[TP, int]) -> Iterator[RawRecord]:
+        """All records from `positions` on, merged by (arrival, topic, partition, offset)."""
+        return merge_by_arrival(self.tps(), positions, self._lines, self._objs, self._arrivals)
+
+    def ack(self, ranges: dict[TP, tuple[int, int]]) -> None:
+        """No broker-side acknowledgement. Consumed positions are committed in the store, in the
+        same transaction as the batch's facts, and a restore resumes from the latest checkpoint
+        and replays the journal from there, which can lie before the last committed batch. A
+        durable consumer's ack floor would be a second, non-atomic copy of the position that
+        restore could never use, and an acknowledgement-driven retention (work queue, interest)
+        would delete the messages a restore must replay. The stream therefore keeps limits
+        retention and the source reads it by sequence."""
+        return None

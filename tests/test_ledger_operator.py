@@ -1,0 +1,139 @@
+"""The ledger operator as a pure state machine: revisions, deduplication, the temporal join,
+routing beyond retention and checkpoint round trips."""
+
+from __future__ import annotations
+
+from streaming.operators.base import ACCEPTED, DUPLICATE, ROUTED, STALE, Emit
+from streaming.operators.ledger import REPAIR_TABLE, LedgerOperator
+from streaming.repairs.ledger import verify
+from streaming.workloads.ledger_seed import at, payment, version
+
+from .ledgerutil import TEST_KEY, Driver
+
+H10 = "acct-8|2026-10-06T10:00Z"
+
+
+def cat_v(vid, merchant, category, high, start, end=None, arrival=None):
+    return version(vid, merchant, category, high, start, end, arrival or at(7))
+
+
+def pay(pid, minute_h, minute_m, cents, merchant="m-1", arrival=None, rev=1, account="acct-8"):
+    t = at(minute_h, minute_m)
+    return payment(pid, account, merchant, t, arrival or t, cents, rev)
+
+
+def windows_of(out: Emit) -> list[tuple[str, int, str, int, int]]:
+    return [(f.logical_key, f.payload["revision"], f.status, f.payload["total_cents"],
+             f.payload["risk_count"]) for f in out.facts]
+
+
+def test_provisional_then_revision_two_then_final():
+    d = Driver()
+    d.feed(cat_v("v1", "m-1", "grocery", False, at(0)))
+    d.feed(pay("p1", 10, 5, 2600))
+    d.feed(pay("p2", 10, 30, 900))
+    out = d.feed(pay("bg", 11, 5, 1, account="acct-x"))  # payments_wm reaches 11:00
+    assert windows_of(out) == [(H10, 1, "provisional", 3500, 0)]
+    assert out.facts[0].fact_key == "acct-8|2026-10-06T10:00Z|1"
+    late = d.feed(pay("p3", 10, 45, 1200, arrival=at(11, 15)))
+    assert [disp for _, disp in late.dispositions] == [ACCEPTED]
+    assert windows_of(late) == [(H10, 2, "revised", 4700, 0)]
+    assert late.facts[0].predecessor_key == "acct-8|2026-10-06T10:00Z|1"
+    final = d.feed(pay("bg2", 12, 6, 1, account="acct-x"))  # payments_wm reaches 12:01
+    assert (H10, 3, "final", 4700, 0) in windows_of(final)
+    assert H10 not in d.op.windows
+
+
+def test_duplicate_same_content_no_effect_other_content_quarantined():
+    d = Driver()
+    d.feed(pay("p1", 10, 5, 2600))
+    same = d.feed(pay("p1", 10, 5, 2600, arrival=at(10, 20)))
+    assert [disp for _, disp in same.dispositions] == [DUPLICATE] and not same.facts
+    other = d.feed(pay("p1", 10, 5, 9999, arrival=at(10, 21)))
+    assert not other.dispositions and not other.facts
+    assert [(q.reason, q.offset) for q in other.quarantine] == [("conflicting_duplicate", 2)]
+    stale_then = d.feed(pay("p1", 10, 5, 3000, rev=2, arrival=at(10, 22)))
+    assert [disp for _, disp in stale_then.dispositions] == [ACCEPTED]
+    stale = d.feed(pay("p1", 10, 5, 2600, rev=1, arrival=at(10, 23)))
+    assert [disp for _, disp in stale.dispositions] == [STALE]
+    assert d.op.windows[H10].payments["p1"][2] == 3000
+
+
+def test_category_change_after_payment_follows_event_time():
+    d = Driver()
+    d.feed(cat_v("v1", "m-1", "grocery", False, at(0)))
+    d.feed(pay("before", 10, 10, 900))
+    d.feed(pay("after", 10, 20, 1500))
+    d.feed(pay("bg", 11, 5, 1, account="acct-x"))
+    change = d.feed(cat_v("v2", "m-1", "gambling", True, at(10, 15), arrival=at(11, 20)))
+    assert [disp for _, disp in change.dispositions] == [ACCEPTED]
+    f = change.facts[0]
+    assert (f.payload["revision"], f.payload["risk_count"]) == (2, 1)
+    assert f.payload["category_counts"] == {"gambling": 1, "grocery": 1}
+    # A newer version from 13:00 changes nothing at 10:xx: no revision.
+    newer = d.feed(cat_v("v3", "m-1", "grocery", False, at(13), arrival=at(11, 30)))
+    assert not newer.facts and [disp for _, disp in newer.dispositions] == [ACCEPTED]
+    assert d.op.cats.effective("m-1", d.op.ids["after"][5])[2] == "v2"
+
+
+def test_overlapping_and_equal_from_versions_quarantined_with_reason():
+    d = Driver()
+    d.feed(cat_v("a", "m-3", "fuel", False, at(0), at(12)))
+    overlap = d.feed(cat_v("b", "m-3", "fuel", True, at(11), at(23)))
+    equal = d.feed(cat_v("c", "m-3", "pharmacy", False, at(0)))
+    inside = d.feed(cat_v("d", "m-3", "toys", False, at(6)))
+    same = d.feed(cat_v("a", "m-3", "fuel", False, at(0), at(12), arrival=at(8)))
+    assert [q.reason for q in overlap.quarantine] == ["overlapping_versions"]
+    assert "overlaps version a" in overlap.quarantine[0].detail
+    assert [q.reason for q in equal.quarantine] == ["category_equal_from"]
+    assert [q.reason for q in inside.quarantine] == ["overlapping_versions"]
+    assert [disp for _, disp in same.dispositions] == [DUPLICATE]
+    assert [v[2] for v in d.op.cats.by_merchant["m-3"]] == ["a"]
+
+
+def test_payment_beyond_retention_becomes_signed_request():
+    d = Driver()
+    d.feed(pay("p1", 10, 5, 2600))
+    d.feed(pay("bg", 12, 6, 1, account="acct-x"))
+    out = d.feed(pay("p9", 10, 50, 400, arrival=at(12, 30)))
+    assert [disp for _, disp in out.dispositions] == [ROUTED] and not out.facts
+    (req,) = out.extra[REPAIR_TABLE]
+    assert (req["kind"], req["account_id"], req["event_hour"], req["subject_id"], req["reason"]) \
+        == ("payment", "acct-8", "2026-10-06T10:00Z", "p9", "beyond_retention")
+    assert verify(TEST_KEY, req) is None
+    assert verify(TEST_KEY, {**req, "account_id": "acct-9"}).startswith("bad_signature")
+
+
+def test_category_change_for_final_window_routes_to_repair():
+    d = Driver()
+    d.feed(cat_v("v1", "m-4", "books", False, at(0)))
+    d.feed(pay("p1", 9, 40, 5000, merchant="m-4", account="acct-9"))
+    d.feed(pay("bg", 11, 6, 1, account="acct-x"))
+    out = d.feed(cat_v("v2", "m-4", "crypto", True, at(9, 30), arrival=at(11, 10)))
+    assert [disp for _, disp in out.dispositions] == [ROUTED] and not out.facts
+    (req,) = out.extra[REPAIR_TABLE]
+    assert (req["kind"], req["account_id"], req["event_hour"]) == \
+        ("category", "acct-9", "2026-10-06T09:00Z")
+
+
+def test_snapshot_restore_continues_identically():
+    stream = [cat_v("v1", "m-1", "grocery", False, at(0)), pay("p1", 10, 5, 2600),
+              pay("p2", 10, 20, 900), pay("bg", 11, 5, 1, account="acct-x"),
+              cat_v("v2", "m-1", "gambling", True, at(10, 15), arrival=at(11, 20)),
+              pay("p1", 10, 5, 2600, arrival=at(11, 21)), pay("p3", 10, 40, 5, arrival=at(11, 30)),
+              pay("bg2", 12, 6, 1, account="acct-x"), pay("p4", 10, 50, 7, arrival=at(12, 30))]
+    whole = Driver()
+    expected = [whole.feed(o) for o in stream]
+    first = Driver()
+    for o in stream[:4]:
+        first.feed(o)
+    snap = first.op.snapshot()
+    import orjson
+    restored = LedgerOperator(TEST_KEY.sign, TEST_KEY.source)
+    restored.restore(orjson.loads(orjson.dumps(snap, option=orjson.OPT_NON_STR_KEYS)))
+    second = Driver(restored)
+    second.max_event, second.offset = first.max_event, first.offset
+    got = [second.feed(o) for o in stream[4:]]
+    key = lambda outs: [[(f.fact_key, f.payload_hash) for f in o.facts] for o in outs]  # noqa: E731
+    assert key(got) == key(expected[4:])
+    assert [o.extra for o in got] == [o.extra for o in expected[4:]]

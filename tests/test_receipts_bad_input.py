@@ -1,0 +1,34 @@
+"""Bad receipts land in quarantine with a specific reason and their source position, and the
+accounting closes per partition."""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+
+from .receiptsutil import rcpt, run_scorer, with_store
+
+
+def test_bad_receipts_are_quarantined_with_reasons(store_url, tmp_path):
+    naive = rcpt("naive", "m1", 2)
+    naive["occurred_at"] = naive["occurred_at"].replace("Z", "")
+    floaty = rcpt("floaty", "m1", 3)
+    floaty["amount_cents"] = 12.5
+    future = rcpt("future", "m1", 20, upload=4)  # occurred 16 min after its upload
+    missing = rcpt("missing", "m1", 5)
+    del missing["store_id"]
+    lines = [orjson.dumps(rcpt("ok", "m1", 1)), orjson.dumps(naive), orjson.dumps(floaty),
+             orjson.dumps(future), b"{not json", orjson.dumps(missing),
+             orjson.dumps(rcpt("ok2", "m1", 6))]
+    os.makedirs(tmp_path / "log" / "receipts")
+    with open(tmp_path / "log" / "receipts" / "p0.jsonl", "wb") as fh:
+        fh.write(b"\n".join(lines) + b"\n")
+    run_scorer(tmp_path / "log", store_url, tmp_path / "models", end_of_stream=True)
+    q = with_store(store_url, lambda s: s.quarantine_rows("receipts"))
+    assert [(r["offset"], r["reason"]) for r in q] == [
+        (1, "naive_time"), (2, "non_integer_cents"), (3, "event_time_after_arrival"),
+        (4, "malformed_json"), (5, "missing_field")]
+    (acct,) = with_store(store_url, lambda s: s.accounting("receipts"))
+    assert (acct["read"], acct["accepted"], acct["quarantined"], acct["closes"]) == \
+        (7, 2, 5, True)

@@ -1,0 +1,135 @@
+"""The receipt scorer as a pure state machine: cutoffs, duplicates, allowed delay, live
+rescoring with predecessor links, snapshot/restore."""
+
+from __future__ import annotations
+
+import orjson
+
+from streaming.models.registry import INITIAL_ARTIFACT, Model
+from streaming.operators.base import DUPLICATE, ROUTED, Emit
+from streaming.operators.receipts import ReceiptScorer
+from streaming.timeutil import POS_INF, parse_utc_us
+
+from .receiptsutil import at, rcpt, record
+
+MODEL = Model.from_artifact(INITIAL_ARTIFACT)
+
+
+def wm(minute):
+    return parse_utc_us(at(minute))
+
+
+def feed(op, objs, out=None):
+    out = Emit() if out is None else out
+    for i, o in enumerate(objs):
+        op.on_record(record(o, 0, i), out)
+    return out
+
+
+def by_key(out):
+    return {f.fact_key: f for f in out.facts}
+
+
+def test_features_read_the_merchant_window_up_to_the_exclusive_cutoff():
+    op = ReceiptScorer(MODEL)
+    out = feed(op, [rcpt("a", "m1", 0, cents=100), rcpt("b", "m1", 3, cents=200),
+                    rcpt("c", "m1", 6.9, cents=400), rcpt("d", "m1", 7, cents=800),
+                    rcpt("d2", "m1", 7, cents=1600), rcpt("e", "m1", 10, cents=50),
+                    rcpt("x", "m2", 5, cents=9999)])
+    assert out.facts == []  # nothing is scored before the watermark reaches it
+    op.on_watermark("receipts", wm(7), out)
+    got = by_key(out)
+    assert sorted(got) == ["a|1", "b|1", "c|1", "d2|1", "d|1", "x|1"]
+    d = got["d|1"].payload
+    # [0, 7): a, b, c; not d2 (same instant) and not m2's receipt.
+    assert (d["feature_count_7m"], d["feature_amount_7m"]) == (3, 700)
+    assert (got["d2|1"].payload["feature_count_7m"], got["d2|1"].payload["feature_amount_7m"]) \
+        == (3, 700)
+    assert d["state_cutoff"] == at(7) and d["watermark"] == at(7)
+    assert (got["a|1"].payload["feature_count_7m"], got["x|1"].payload["feature_count_7m"]) \
+        == (0, 0)
+    op.on_watermark("receipts", wm(12), out)
+    e = by_key(out)["e|1"].payload
+    # [3, 10): b, c, d, d2 (a at 0 is outside).
+    assert (e["feature_count_7m"], e["feature_amount_7m"]) == (4, 3000)
+    assert e["model_revision"] == MODEL.revision
+
+
+def test_duplicate_upload_adds_nothing_and_conflict_is_quarantined():
+    op = ReceiptScorer(MODEL)
+    out = feed(op, [rcpt("a", "m1", 1, cents=500), rcpt("a", "m1", 1, upload=9, cents=500),
+                    rcpt("a", "m1", 1, upload=9.5, cents=501), rcpt("b", "m1", 4)])
+    assert [d for _, d in out.dispositions].count(DUPLICATE) == 1
+    assert [(q.offset, q.reason) for q in out.quarantine] == [(2, "conflicting_duplicate")]
+    op.on_watermark("receipts", wm(5), out)
+    b = by_key(out)["b|1"].payload
+    assert (b["feature_count_7m"], b["feature_amount_7m"]) == (1, 500)
+    assert sorted(by_key(out)) == ["a|1", "b|1"]
+    out2 = feed(op, [rcpt("a", "m1", 1, upload=30, cents=500)])
+    assert out2.facts == [] and [d for _, d in out2.dispositions] == [DUPLICATE]
+
+
+def test_beyond_allowed_delay_is_queued_within_tolerance_is_scored_and_rescores():
+    op = ReceiptScorer(MODEL)
+    out = feed(op, [rcpt("a", "m1", 16, cents=300), rcpt("b", "m1", 19, cents=300)])
+    op.on_watermark("receipts", wm(20), out)
+    assert sorted(by_key(out)) == ["a|1", "b|1"]
+    late = Emit()
+    # 5.1 min below the watermark: beyond the 5-minute tolerance.
+    feed(op, [rcpt("old", "m1", 14.9, upload=22, cents=700),
+              # 4.5 min below: within tolerance, scored live at once.
+              rcpt("tol", "m1", 15.5, upload=22, cents=1000)], late)
+    assert [(q.event_id, q.reason) for q in late.queue] == [("old", "beyond_allowed_delay")]
+    assert late.queue[0].watermark_at_arrival == wm(20)
+    assert ("old", ROUTED) in [(r.id, d) for r, d in late.dispositions]
+    got = by_key(late)
+    assert "old|1" not in got
+    tol = got["tol|1"].payload
+    # The queued receipt is history (it occurred): tol at 15.5 reads [8.5, 15.5) = old.
+    assert (tol["feature_count_7m"], tol["feature_amount_7m"]) == (1, 700)
+    # a (16) and b (19) are in (15.5, 22.5]: both change, both get revision 2.
+    assert got["a|2"].predecessor_key == "a|1" and got["b|2"].predecessor_key == "b|1"
+    assert got["a|2"].status == "rescored"
+    assert got["a|2"].payload["feature_amount_7m"] == 1700  # old + tol
+    assert got["b|2"].payload["feature_amount_7m"] == 2000  # old + tol + a
+    assert op.counters["late_within_tolerance"] == 1 and op.counters["beyond_allowed_delay"] == 1
+
+
+def test_payload_hash_ignores_the_watermark_but_not_the_features():
+    a, b = ReceiptScorer(MODEL), ReceiptScorer(MODEL)
+    oa, ob = feed(a, [rcpt("r", "m1", 1)]), feed(b, [rcpt("r", "m1", 1)])
+    a.on_watermark("receipts", wm(1), oa)
+    b.on_watermark("receipts", wm(3), ob)
+    assert oa.facts[0].payload["watermark"] != ob.facts[0].payload["watermark"]
+    assert oa.facts[0].payload_hash == ob.facts[0].payload_hash
+
+
+def test_snapshot_restore_continues_exactly():
+    objs = [rcpt(f"r{i}", f"m{i % 3}", i * 0.7, upload=i * 0.7 + (i % 4) * 0.4,
+                 cents=100 + 37 * i) for i in range(60)]
+    objs += [rcpt("r5", "m2", 5 * 0.7, upload=40, cents=100 + 37 * 5)]  # a replay
+    objs.sort(key=lambda o: o["uploaded_at"])
+
+    def drive(op, items, out):
+        for i, o in items:
+            op.on_record(record(o, 0, i), out)
+            op.on_watermark("receipts", parse_utc_us(o["occurred_at"]) - 2 * 60_000_000, out)
+
+    whole = ReceiptScorer(MODEL)
+    w_out = Emit()
+    drive(whole, list(enumerate(objs)), w_out)
+    whole.on_end_of_stream(w_out)
+
+    first = ReceiptScorer(MODEL)
+    out = Emit()
+    drive(first, list(enumerate(objs))[:30], out)
+    snap = orjson.loads(orjson.dumps(first.snapshot()))
+    second = ReceiptScorer()
+    second.restore(snap)
+    assert second.model.revision == MODEL.revision
+    drive(second, list(enumerate(objs))[30:], out)
+    second.on_end_of_stream(out)
+    assert [(f.fact_key, f.payload_hash) for f in out.facts] == \
+        [(f.fact_key, f.payload_hash) for f in w_out.facts]
+    assert len({f.logical_key for f in w_out.facts}) == 60
+    assert second.wm == POS_INF and second.entries == {}
