@@ -64,3 +64,38 @@ def seed_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("seed")
     manifest = generate(7, str(out), 470)
     return str(out), manifest
+
+
+class FreshPostgres:
+    """Creates throwaway PostgreSQL databases inside one test (e.g. one per hypothesis example)
+    and drops them all at the end."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def new_url(self) -> str:
+        import psycopg
+        name = f"rs_test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        self.names.append(name)
+        return PG_ADMIN_DSN.rsplit("/", 1)[0] + f"/{name}"
+
+    def drop_all(self) -> None:
+        import psycopg
+        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as conn:
+            for name in self.names:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_factory(request, tmp_path):
+    """A callable returning a fresh, empty store URL of the parametrized kind on every call."""
+    if request.param == "sqlite":
+        counter = iter(range(1_000_000))
+        yield lambda: f"sqlite:///{tmp_path}/ops-{next(counter)}.sqlite"
+        return
+    need_service("PostgreSQL", "127.0.0.1", 5432)
+    pg = FreshPostgres()
+    yield pg.new_url
+    pg.drop_all()

@@ -50,7 +50,7 @@ def split(events):
     return pay, sig
 
 
-PROFILE = settings(max_examples=30, deadline=None,
+PROFILE = settings(max_examples=25, deadline=None,
                    suppress_health_check=[HealthCheck.function_scoped_fixture,
                                           HealthCheck.too_slow])
 
@@ -58,12 +58,13 @@ PROFILE = settings(max_examples=30, deadline=None,
 @PROFILE
 @given(pays=st.lists(event, min_size=1, max_size=25), sigs=st.lists(event, min_size=1, max_size=25),
        pay_offset=st.integers(0, 90), sig_offset=st.integers(0, 90))
-def test_any_arrival_order_within_lateness_gives_the_reference(pays, sigs, pay_offset, sig_offset):
+def test_any_arrival_order_within_lateness_gives_the_reference(pays, sigs, pay_offset, sig_offset,
+                                                               store_factory):
     d = tempfile.mkdtemp()
     try:
         laid, events = build(pays, sigs, pay_offset, sig_offset)
         src = write_log(f"{d}/src", laid, {"payments": 2, "risk_signals": 2})
-        url = f"sqlite:///{d}/ops.sqlite"
+        url = store_factory()
         run_join(src, url, end_of_stream=True, batch_size=7)
         p, s = split(events)
         assert pair_set(url) == fast_candidate_pairs(p, s)
@@ -79,12 +80,12 @@ def test_any_arrival_order_within_lateness_gives_the_reference(pays, sigs, pay_o
        late=st.dictionaries(st.sampled_from([f"p{i}" for i in range(25)] +
                                             [f"s{i}" for i in range(25)]),
                             st.integers(5, 120), max_size=6))
-def test_beyond_lateness_nothing_is_lost(pays, sigs, late):
+def test_beyond_lateness_nothing_is_lost(pays, sigs, late, store_factory):
     d = tempfile.mkdtemp()
     try:
         laid, events = build(pays, sigs, 0, 0, late)
         src = write_log(f"{d}/src", laid, {"payments": 2, "risk_signals": 2})
-        url = f"sqlite:///{d}/ops.sqlite"
+        url = store_factory()
         run_join(src, url, end_of_stream=True, batch_size=5)
         store = Store(url)
         from sqlalchemy import select
