@@ -102,6 +102,7 @@ class Record:
     payload_hash: str
     size: int  # bytes of the source line, used for state-bytes accounting
     times: dict = field(default_factory=dict)  # other parsed time fields, microseconds
+    payload_json: str | None = None  # the canonical JSON the hash was taken over
 
 
 class InvalidRecord(Exception):
@@ -117,6 +118,12 @@ def payload_hash(payload: dict) -> str:
     """Hash of a business payload: canonical JSON (sorted keys), blake2b-128."""
     return hashlib.blake2b(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS),
                            digest_size=16).hexdigest()
+
+
+def canonical_hash(payload: dict) -> tuple[str, str]:
+    """(canonical JSON, its hash): the same bytes are hashed and stored, so they cannot drift."""
+    raw = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    return raw.decode(), hashlib.blake2b(raw, digest_size=16).hexdigest()
 
 
 def parse_line(line: bytes | str) -> dict:
@@ -181,11 +188,12 @@ def validate(contract: Contract, obj: dict, partition: int, offset: int, size: i
             f"{contract.arrival_time_field} (limit 5 min): producer clock fault")
     payload = {n: obj[n] for n in contract.field_names
                if n not in contract.non_payload and n in obj}
+    pjson, phash = canonical_hash(payload)
     return Record(
         topic=contract.topic, partition=partition, offset=offset,
         id=obj[contract.id_field], revision=rev, key=obj[contract.key_field],
         event_us=event_us, arrival_us=arrival_us, payload=payload,
-        payload_hash=payload_hash(payload), size=size, times=times,
+        payload_hash=phash, size=size, times=times, payload_json=pjson,
     )
 
 

@@ -450,7 +450,8 @@ class Worker:
         archive = [{"pipeline": name, "topic": rec.topic, "partition": rec.partition,
                     "offset": rec.offset, "event_id": rec.id, "revision": rec.revision,
                     "key": rec.key, "event_us": rec.event_us, "arrival_us": rec.arrival_us,
-                    "payload": dumps(rec.payload), "payload_hash": rec.payload_hash,
+                    "payload": rec.payload_json or dumps(rec.payload),
+                    "payload_hash": rec.payload_hash,
                     "disposition": disp, "batch_seq": seq}
                    for rec, disp in out.dispositions]
         quarantine = [{"pipeline": name, "topic": q.topic, "partition": q.partition,

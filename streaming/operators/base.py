@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..contracts import Record, payload_hash
+from ..contracts import Record, canonical_hash
 
 # Dispositions of a valid record; with `quarantined` they close the accounting:
 # read = accepted + duplicate + stale + quarantined + routed_to_repair
@@ -28,12 +28,13 @@ class Fact:
     payload: dict
     payload_hash: str
     predecessor_key: str | None = None
+    payload_json: str | None = None  # canonical JSON of `payload`, when already computed
 
     @classmethod
     def make(cls, fact_key: str, kind: str, logical_key: str, status: str, payload: dict,
              predecessor_key: str | None = None) -> "Fact":
-        return cls(fact_key, kind, logical_key, status, payload, payload_hash(payload),
-                   predecessor_key)
+        pjson, phash = canonical_hash(payload)
+        return cls(fact_key, kind, logical_key, status, payload, phash, predecessor_key, pjson)
 
 
 @dataclass(slots=True)

@@ -169,7 +169,7 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
     for f in ordered:
         h = existing.get(f.fact_key)
         if h is None:
-            payload = dumps(f.payload)
+            payload = getattr(f, "payload_json", None) or dumps(f.payload)
             new_rows.append({"pipeline": pipeline, "fact_key": f.fact_key, "kind": f.kind,
                              "logical_key": f.logical_key, "status": f.status,
                              "payload_hash": f.payload_hash, "payload": payload,
