@@ -19,7 +19,7 @@ from typing import Iterator
 from sqlalchemy import and_, delete, select, update
 
 from .operators.base import Fact
-from .operators.interval_join import pair_fact_key
+from .operators.interval_join import RULE_VERSION, pair_fact_key
 from .rebuild import PIPELINE, Candidate, Piece, in_pieces, published_pointers
 from .store import schema as S
 from .store import tables_generations as T
@@ -119,7 +119,7 @@ def record_candidate(store: Store, cand: Candidate, pipeline: str = PIPELINE) ->
             "interval_key": cand.interval_key, "interval_start_us": cand.start_us,
             "interval_end_us": cand.end_us, "status": "candidate", "reason": None,
             "based_on": _based_on_label(cand),
-            "entry_ids": dumps(cand.entry_ids), "rule_version": _rule_version(cand),
+            "entry_ids": dumps(cand.entry_ids), "rule_version": RULE_VERSION,
             "created_at": now_iso(), "validated_at": None, "published_at": None}],
             ["generation_id"])
         upsert(conn, T.generation_plans, [{
@@ -136,11 +136,6 @@ def _based_on_label(cand: Candidate) -> str | None:
         return None
     label = ",".join(ids)
     return label if len(label) <= 64 else f"{ids[0]}+{len(ids) - 1}"
-
-
-def _rule_version(cand: Candidate) -> str:
-    from .operators.interval_join import RULE_VERSION
-    return RULE_VERSION
 
 
 def mark_validated(store: Store, generation_id: str) -> None:

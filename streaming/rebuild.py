@@ -378,6 +378,7 @@ def build_candidate(store: Store, entry_ids: list[int], con=None,
     rebuild) the entry ids only name the queued events the rebuild includes."""
     import duckdb
 
+    # generations builds on this module; import it here rather than at module level.
     from .generations import published_outcomes, published_pairs
     entries = entries_by_id(store, entry_ids)
     if pieces is None:

@@ -7,6 +7,7 @@ import click
 
 from . import generations as generations_cmds
 from . import join as join_cmds
+from . import join_evidence as join_evidence_cmds
 from . import ledger as ledger_cmds
 from . import nats as nats_cmds
 from . import ops as ops_cmds
@@ -20,6 +21,7 @@ def cli() -> None:
 
 
 cli.add_command(join_cmds.join)
+join_cmds.join.add_command(join_evidence_cmds.evidence)
 cli.add_command(ledger_cmds.ledger)
 cli.add_command(nats_cmds.nats)
 for cmd in ops_cmds.COMMANDS:

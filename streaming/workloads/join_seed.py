@@ -25,6 +25,7 @@ from datetime import datetime, timedelta, timezone
 import orjson
 
 from ..timeutil import iso
+from .recording import Recording
 
 T0 = datetime(2026, 10, 6, 9, 0, tzinfo=timezone.utc)
 HOT = "merchant-29"
@@ -52,26 +53,6 @@ def _pick(merchants: list[str], want_pay: int, want_risk: int, taken: set[str]) 
     raise RuntimeError("no merchant with the wanted routing")
 
 
-class _Log:
-    def __init__(self) -> None:
-        self.rows: dict[tuple[str, int], list[tuple[datetime, int, bytes]]] = {}
-        self.n = 0
-
-    def add(self, topic: str, part: int, arrival: datetime, obj: dict | bytes) -> None:
-        line = obj if isinstance(obj, bytes) else orjson.dumps(obj)
-        self.rows.setdefault((topic, part), []).append((arrival, self.n, line))
-        self.n += 1
-
-    def write(self, out: str, partitions: dict[str, int]) -> None:
-        for topic, n in partitions.items():
-            os.makedirs(os.path.join(out, topic), exist_ok=True)
-            for p in range(n):
-                rows = sorted(self.rows.get((topic, p), []), key=lambda r: (r[0], r[1]))
-                with open(os.path.join(out, topic, f"p{p}.jsonl"), "wb") as fh:
-                    for _, _, line in rows:
-                        fh.write(line + b"\n")
-
-
 def payment(pid: str, merchant: str, t: datetime, arrival: datetime, cents: int, rev: int = 1,
             account: str | None = None) -> dict:
     return {"payment_id": pid, "revision": rev, "merchant_id": merchant,
@@ -88,7 +69,7 @@ def signal(sid: str, merchant: str, s: datetime, arrival: datetime, score: float
 def generate(seed: int, out: str, events: int = 470, merchants: int = 14,
              hard_cases: bool = True) -> dict:
     rng = random.Random(seed)
-    log = _Log()
+    log = Recording()
     names = [f"merchant-{i:02d}" for i in range(1, 100)]
     pool = [m for m in names if m not in (HOT, IDLE_MERCHANT)]
     taken: set[str] = set()

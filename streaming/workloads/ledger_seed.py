@@ -33,6 +33,7 @@ from datetime import datetime, timedelta, timezone
 import orjson
 
 from ..timeutil import iso
+from .recording import Recording
 
 DAY = datetime(2026, 10, 6, tzinfo=timezone.utc)
 BACKGROUND_START = DAY + timedelta(hours=9)
@@ -48,25 +49,6 @@ def at(h: int, m: int = 0, s: int = 0) -> datetime:
 
 def account_partition(account: str) -> int:
     return zlib.crc32(account.encode()) % 2
-
-
-class _Log:
-    def __init__(self) -> None:
-        self.rows: dict[tuple[str, int], list[tuple[datetime, int, bytes]]] = {}
-        self.n = 0
-
-    def add(self, topic: str, part: int, arrival: datetime, obj: dict) -> None:
-        self.rows.setdefault((topic, part), []).append((arrival, self.n, orjson.dumps(obj)))
-        self.n += 1
-
-    def write(self, out: str, partitions: dict[str, int]) -> None:
-        for topic, n in partitions.items():
-            os.makedirs(os.path.join(out, topic), exist_ok=True)
-            for p in range(n):
-                rows = sorted(self.rows.get((topic, p), []), key=lambda r: (r[0], r[1]))
-                with open(os.path.join(out, topic, f"p{p}.jsonl"), "wb") as fh:
-                    for _, _, line in rows:
-                        fh.write(line + b"\n")
 
 
 def payment(pid: str, account: str, merchant: str, t: datetime, arrival: datetime, cents: int,
@@ -88,7 +70,7 @@ def generate(seed: int, out: str, payments: int = 400, rate: float | None = None
     (default: spread evenly over 09:00-14:30). With scenario=False only the background and the
     background merchants' categories are written (pressure and benchmark workloads)."""
     rng = random.Random(seed)
-    log = _Log()
+    log = Recording()
     pay = lambda obj, arr: log.add("payments", account_partition(obj["account_id"]), arr, obj)  # noqa: E731
     cat = lambda obj, arr: log.add("merchant_categories", 0, arr, obj)  # noqa: E731
     # Published with the first payments (the log merges categories first at equal arrival).

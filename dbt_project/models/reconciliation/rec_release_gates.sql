@@ -1,0 +1,39 @@
+-- Release gates per pipeline: a release reviewer reads one row per gate.
+with ranges as (
+    select * from {{ ref('rec_source_ranges') }}
+),
+
+current_rows as (
+    select * from {{ ref('rec_current_rows') }}
+),
+
+pipelines as (
+    select distinct pipeline from ranges
+),
+
+accounting as (
+    select pipeline, bool_and(closes) as passed,
+           count(*) filter (where not closes) as failing
+    from ranges group by 1
+),
+
+queue_settled as (
+    select pipeline, sum(queued) = sum(repaired + held + pending) as passed,
+           sum(queued) - sum(repaired + held + pending) as failing
+    from ranges group by 1
+),
+
+one_current as (
+    select p.pipeline,
+           coalesce(count(c.logical_key) = count(distinct c.kind || '|' || c.logical_key), true)
+               as passed,
+           count(c.logical_key) - count(distinct c.kind || '|' || c.logical_key) as failing
+    from pipelines p left join current_rows c using (pipeline)
+    group by 1
+)
+
+select pipeline, 'accounting_closes' as gate, passed, failing from accounting
+union all
+select pipeline, 'queued_records_accounted' as gate, passed, failing from queue_settled
+union all
+select pipeline, 'one_current_row_per_key' as gate, passed, failing from one_current

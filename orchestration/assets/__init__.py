@@ -1,0 +1,2 @@
+"""Asset groups: ingest (store -> warehouse), dbt (reconciliation and diff models), rebuild
+(candidate generation and its publication)."""

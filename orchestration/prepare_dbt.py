@@ -1,0 +1,53 @@
+"""Prepare the dbt project's manifest offline (`dbt parse`), so the code location, pytest and
+the daemon can load the dbt assets without a development server. Idempotent: a manifest newer
+than every project file is kept.
+
+    python -m orchestration.prepare_dbt [--force]
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _project_dir() -> Path:
+    return Path(os.environ.get("RISKSTREAM_DBT_PROJECT_DIR",
+                               Path(__file__).resolve().parents[1] / "dbt_project")).resolve()
+
+
+def _newest_source(project: Path) -> float:
+    newest = 0.0
+    for sub in ("models", "macros", "tests"):
+        for p in (project / sub).rglob("*"):
+            if p.is_file():
+                newest = max(newest, p.stat().st_mtime)
+    for name in ("dbt_project.yml", "profiles.yml"):
+        newest = max(newest, (project / name).stat().st_mtime)
+    return newest
+
+
+def prepare(force: bool = False) -> Path:
+    project = _project_dir()
+    manifest = project / "target" / "manifest.json"
+    if not force and manifest.exists() and manifest.stat().st_mtime >= _newest_source(project):
+        return manifest
+    env = {**os.environ, "DO_NOT_TRACK": "1", "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    dbt = Path(sys.executable).with_name("dbt")
+    cmd = [str(dbt) if dbt.exists() else "dbt", "parse", "--project-dir", str(project),
+           "--profiles-dir", str(project), "--quiet"]
+    subprocess.run(cmd, check=True, env=env, cwd=project)
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    path = prepare(force="--force" in argv)
+    print(f"dbt manifest ready: {path.relative_to(path.parents[2]) if len(path.parents) > 2 else path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

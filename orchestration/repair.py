@@ -1,0 +1,83 @@
+"""In-process repair over everything pending, through the same jobs the sensors launch: one
+`replay_rebuild` run per join entry set, then `ledger_repair` and `receipt_repair` when those
+pipelines have pending work (for scripts, the demo and CI)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dagster import DagsterInstance
+
+from streaming.rebuild import entry_sets
+
+from .definitions import build_defs
+from .jobs import rebuild_run_config
+from .partitions import replay_dates
+from .resources import StoreResource, WarehouseResource, make_dbt_resource
+from .sensors import pending_ledger_requests, pending_receipt_records, work_run_key
+
+
+@dataclass
+class RepairOutcome:
+    run_key: str
+    merchant: str
+    queue_date: str
+    entry_ids: list[int]
+    run_id: str
+    success: bool
+
+
+def resources_for(store_url: str | None = None, warehouse_path: str | None = None) -> dict:
+    return {"store": StoreResource(url=store_url), "warehouse": WarehouseResource(
+        path=warehouse_path), "dbt": make_dbt_resource()}
+
+
+def _instance() -> DagsterInstance:
+    """The instance under DAGSTER_HOME when one is configured, else an ephemeral one."""
+    import os
+    return DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else \
+        DagsterInstance.ephemeral()
+
+
+def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
+                instance: DagsterInstance | None = None) -> list[RepairOutcome]:
+    """Run the rebuild job once per pending entry set; returns one outcome per run."""
+    res = resources_for(store_url, warehouse_path)
+    store = res["store"].open()
+    try:
+        sets = entry_sets(store)
+        ledger = pending_ledger_requests(store)
+        receipts = pending_receipt_records(store)
+    finally:
+        store.dispose()
+    if not (sets or ledger or receipts):
+        return []
+    own = instance is None
+    instance = instance or _instance()
+    defs = build_defs(res)
+    job = defs.get_job_def("replay_rebuild")
+    known = set(instance.get_dynamic_partitions(replay_dates.name))
+    new_dates = sorted({s.queue_date for s in sets} - known)
+    if new_dates:
+        instance.add_dynamic_partitions(replay_dates.name, new_dates)
+    out = []
+    try:
+        for name, prefix, ids in (("ledger_repair", "ledger", ledger),
+                                  ("receipt_repair", "receipts", receipts)):
+            if not ids:
+                continue
+            key = work_run_key(prefix, ids)
+            result = defs.get_job_def(name).execute_in_process(
+                instance=instance, raise_on_error=False, tags={"dagster/run_key": key})
+            out.append(RepairOutcome(key, "", "", [], result.run_id, result.success))
+        for s in sets:
+            result = job.execute_in_process(
+                run_config=rebuild_run_config(entry_ids=s.entry_ids), partition_key=s.queue_date,
+                instance=instance, raise_on_error=False,
+                tags={"dagster/run_key": s.run_key, "riskstream/merchant": s.merchant})
+            out.append(RepairOutcome(s.run_key, s.merchant, s.queue_date, s.entry_ids,
+                                     result.run_id, result.success))
+    finally:
+        if own:
+            instance.dispose()
+    return out

@@ -1,0 +1,95 @@
+"""Resources, configured from environment variables with embedded defaults, resolved when a run
+uses them (not when the code location loads).
+
+  RISKSTREAM_STORE_URL          operational store   default sqlite:///.riskstream/ops.sqlite
+  RISKSTREAM_DUCKDB_PATH        DuckDB warehouse    default .riskstream/warehouse.duckdb
+  RISKSTREAM_DBT_PROJECT_DIR    dbt project         default <repository>/dbt_project
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Optional
+
+from dagster import ConfigurableResource
+from dagster_dbt import DbtCliResource, DbtProject
+
+from streaming.store.ops import DEFAULT_STORE_URL, Store
+
+DEFAULT_DUCKDB_PATH = ".riskstream/warehouse.duckdb"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# Every DuckDB writer (ingest, candidate, dbt, publication reads) runs in this pool; the
+# instance gives it a limit of 1 at run granularity (see deploy/dagster.postgres.yaml).
+WAREHOUSE_POOL = "duckdb_warehouse"
+
+
+def dbt_project_dir() -> Path:
+    return Path(os.environ.get("RISKSTREAM_DBT_PROJECT_DIR", REPO_ROOT / "dbt_project")).resolve()
+
+
+def dbt_project() -> DbtProject:
+    d = dbt_project_dir()
+    return DbtProject(project_dir=d, profiles_dir=d)
+
+
+class StoreResource(ConfigurableResource):
+    """The operational store (system of record)."""
+
+    url: Optional[str] = None
+
+    def resolved_url(self) -> str:
+        return self.url or os.environ.get("RISKSTREAM_STORE_URL", DEFAULT_STORE_URL)
+
+    def open(self) -> Store:
+        return Store(self.resolved_url())
+
+
+class WarehouseResource(ConfigurableResource):
+    """The DuckDB file dbt builds in; one process may hold it at a time."""
+
+    path: Optional[str] = None
+
+    def resolved_path(self) -> str:
+        p = Path(self.path or os.environ.get("RISKSTREAM_DUCKDB_PATH", DEFAULT_DUCKDB_PATH))
+        p = p.resolve()
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return str(p)
+
+    @contextmanager
+    def connect(self) -> Iterator:
+        from .warehouse import connect
+        with connect(self.resolved_path()) as con:
+            yield con
+
+    @contextmanager
+    def dbt_env(self) -> Iterator[None]:
+        """dbt runs as a subprocess that inherits the environment: point it at this file."""
+        old = os.environ.get("RISKSTREAM_DUCKDB_PATH")
+        os.environ["RISKSTREAM_DUCKDB_PATH"] = self.resolved_path()
+        try:
+            yield
+        finally:
+            if old is None:
+                os.environ.pop("RISKSTREAM_DUCKDB_PATH", None)
+            else:
+                os.environ["RISKSTREAM_DUCKDB_PATH"] = old
+
+
+def dbt_executable() -> str:
+    """The dbt of this interpreter's environment (the daemon's PATH may not include it)."""
+    beside = Path(sys.executable).with_name("dbt")
+    return str(beside) if beside.exists() else "dbt"
+
+
+def make_dbt_resource() -> DbtCliResource:
+    d = dbt_project_dir()
+    return DbtCliResource(project_dir=str(d), profiles_dir=str(d),
+                          dbt_executable=dbt_executable())
+
+
+def default_resources() -> dict:
+    return {"store": StoreResource(), "warehouse": WarehouseResource(),
+            "dbt": make_dbt_resource()}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Start the Dagster UI and daemon (`dagster dev`) on the riskstream code location.
+#
+#   DAGSTER_HOME              instance directory   default .riskstream/dagster_home
+#   RISKSTREAM_DAGSTER_HOST   UI host              default 127.0.0.1
+#   RISKSTREAM_DAGSTER_PORT   UI port              default 3000
+#   RISKSTREAM_STORE_URL, RISKSTREAM_DUCKDB_PATH, RISKSTREAM_DBT_PROJECT_DIR: see docs/orchestration.md
+#
+# Job control (set -m) puts `dagster dev` in its own process group so it receives SIGTERM;
+# this script forwards INT/TERM to it and waits for it to stop its webserver and daemon.
+set -euo pipefail
+set -m
+cd "$(dirname "$0")/.."
+
+export DAGSTER_HOME="${DAGSTER_HOME:-$PWD/.riskstream/dagster_home}"
+export DO_NOT_TRACK=1
+HOST="${RISKSTREAM_DAGSTER_HOST:-127.0.0.1}"
+PORT="${RISKSTREAM_DAGSTER_PORT:-3000}"
+VENV_BIN="${RISKSTREAM_VENV_BIN:-$PWD/.venv/bin}"
+
+mkdir -p "$DAGSTER_HOME"
+if [ ! -f "$DAGSTER_HOME/dagster.yaml" ]; then
+  cp deploy/dagster.dev.yaml "$DAGSTER_HOME/dagster.yaml"
+fi
+"$VENV_BIN/python" -m orchestration.prepare_dbt
+
+"$VENV_BIN/dagster" dev -w workspace.yaml -h "$HOST" -p "$PORT" &
+DEV_PID=$!
+echo "$DEV_PID" > "$DAGSTER_HOME/dagster-dev.pid"
+echo "dagster dev (pid $DEV_PID) on http://$HOST:$PORT, DAGSTER_HOME=$DAGSTER_HOME"
+
+stop() {
+  kill -TERM "$DEV_PID" 2>/dev/null || true
+  wait "$DEV_PID" 2>/dev/null || true
+  rm -f "$DAGSTER_HOME/dagster-dev.pid"
+}
+trap 'stop; exit 0' INT TERM
+wait "$DEV_PID"
