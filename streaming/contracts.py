@@ -136,6 +136,19 @@ def parse_line(line: bytes | str) -> dict:
     return obj
 
 
+_PAYLOAD_FIELDS: dict[int, tuple[str, ...]] = {}
+
+
+def _payload_fields(contract: Contract) -> tuple[str, ...]:
+    # Computed once per contract: this runs for every record.
+    key = id(contract)
+    fields = _PAYLOAD_FIELDS.get(key)
+    if fields is None:
+        fields = _PAYLOAD_FIELDS[key] = tuple(
+            f.name for f in contract.fields if f.name not in contract.non_payload)
+    return fields
+
+
 def validate(contract: Contract, obj: dict, partition: int, offset: int, size: int) -> Record:
     """Validate one decoded object against its contract. Raises InvalidRecord with a reason."""
     sv = obj.get("schema_version", 1)
@@ -186,8 +199,7 @@ def validate(contract: Contract, obj: dict, partition: int, offset: int, size: i
             "event_time_after_arrival",
             f"{contract.event_time_field} is {(event_us - arrival_us) / 60e6:.1f} min after "
             f"{contract.arrival_time_field} (limit 5 min): producer clock fault")
-    payload = {n: obj[n] for n in contract.field_names
-               if n not in contract.non_payload and n in obj}
+    payload = {n: obj[n] for n in _payload_fields(contract) if n in obj}
     pjson, phash = canonical_hash(payload)
     return Record(
         topic=contract.topic, partition=partition, offset=offset,

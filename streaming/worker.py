@@ -76,7 +76,7 @@ class RunSettings:
     source: str
     store_url: str
     checkpoint_every: int = 10000
-    batch_size: int = 2000
+    batch_size: int = 5000
     crash_at: tuple[str, int] | None = None
     idle_after_us: int | None = None
     end_of_stream: bool = False

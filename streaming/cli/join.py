@@ -55,7 +55,7 @@ def run_pipeline(spec, settings: RunSettings, quiet: bool = False):
 @store_option
 @click.option("--checkpoint-every", type=int, default=10000, show_default=True,
               help="Records between checkpoints (one is also written at the end).")
-@click.option("--batch-size", type=int, default=2000, show_default=True,
+@click.option("--batch-size", type=int, default=5000, show_default=True,
               help="Records per committed batch (capped by --checkpoint-every).")
 @click.option("--crash-at", default=None, help=f"POINT:K, POINT in {', '.join(CRASH_POINTS)}")
 @click.option("--idle-after", type=float, default=None,

@@ -130,6 +130,7 @@ class IntervalJoin:
         self._pay_heap: list[tuple[int, str]] = []
         self._sig_heap: list[tuple[int, str]] = []
         self._ttl_heap: list[tuple[int, int, str, str]] = []
+        self._ident_heap: list[tuple[int, str, str]] = []
         self.counters = {"late_joined": 0, "late_queued": 0, "corrections_live": 0,
                          "corrections_queued": 0, "evicted_payments": 0, "evicted_signals": 0,
                          "ttl_evictions": 0, "pairs_published": 0, "pairs_retired": 0}
@@ -204,6 +205,7 @@ class IntervalJoin:
         out.queue.append(QueueEntry(rec.topic, rec.partition, rec.offset, rec.id, rec.revision,
                                     rec.key, rec.event_us, reason, own, detail or {}))
         out.disposition(rec, ROUTED)
+        self._retire_identity(rec.topic, rec.id, rec.event_us)
         index = self.queued_pay if rec.topic == PAYMENTS else self.queued_sig
         insort(index.setdefault(rec.key, []), rec.event_us)
         if detail and "old_event_us" in detail:
@@ -473,12 +475,21 @@ class IntervalJoin:
             return
         self._pruned_at = low
         bound = low - self.identity_retention
-        for ids in (self.pay_ids, self.sig_ids):
-            stale = [k for k, v in ids.items() if v[4] != "live" and v[3] < bound]
-            for k in stale:
-                del ids[k]
-            self.counters["identities_pruned"] = \
-                self.counters.get("identities_pruned", 0) + len(stale)
+        heap = self._ident_heap
+        pruned = 0
+        while heap and heap[0][0] < bound:
+            t, side, eid = heapq.heappop(heap)
+            ids = self.pay_ids if side == PAYMENTS else self.sig_ids
+            v = ids.get(eid)
+            # Only an identity still as it was when it left state (same time, not live again).
+            if v is not None and v[4] != "live" and v[3] == t:
+                del ids[eid]
+                pruned += 1
+        self.counters["identities_pruned"] = self.counters.get("identities_pruned", 0) + pruned
+
+    def _retire_identity(self, side: str, eid: str, t: int) -> None:
+        """An identity left live state (evicted or queued): a pruning candidate from now on."""
+        heapq.heappush(self._ident_heap, (t, side, eid))
 
     @staticmethod
     def _drain_heap(heap, bound, evict, out) -> None:
@@ -496,6 +507,7 @@ class IntervalJoin:
         ident = self.pay_ids.get(p.id)
         if ident is not None and ident[0] == p.rev:
             ident[4] = "evicted"
+            self._retire_identity(PAYMENTS, p.id, ident[3])
         prev = self.evicted_max_pay.get(p.key)
         if prev is None:
             prev = self._fallback_pay()
@@ -513,6 +525,7 @@ class IntervalJoin:
         ident = self.sig_ids.get(s.id)
         if ident is not None and ident[0] == s.rev:
             ident[4] = "evicted"
+            self._retire_identity(SIGNALS, s.id, ident[3])
         prev = self.evicted_max_sig.get(s.key)
         if prev is None:
             prev = self._fallback_sig()
@@ -656,6 +669,7 @@ class IntervalJoin:
             "payment_wm": self.payment_wm, "risk_wm": self.risk_wm, "seq": self.seq,
             "pruned_at": self._pruned_at, "identity_retention": self.identity_retention,
             "ttl_heap": [list(x) for x in self._ttl_heap],
+            "ident_heap": [list(x) for x in self._ident_heap],
             "counters": self.counters, "peak": self.peak,
         }
 
@@ -688,5 +702,7 @@ class IntervalJoin:
             self._sig_heap.append((s.t, s.key))
         heapq.heapify(self._pay_heap)
         heapq.heapify(self._sig_heap)
+        self._ident_heap = [tuple(x) for x in snap["ident_heap"]]
+        heapq.heapify(self._ident_heap)
         self._ttl_heap = [tuple(x) for x in snap["ttl_heap"]]
         heapq.heapify(self._ttl_heap)
