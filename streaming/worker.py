@@ -7,6 +7,7 @@ every pipeline through a `PipelineSpec`."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -258,6 +259,20 @@ class Worker:
         ck = self._check_checkpoint()
         self.source = self._open_source()
         self._restore(ck)
+        # The recording and restored state live for the whole run: move them out of the cyclic
+        # collector's sight, and collect young objects less often (the hot loop allocates many
+        # short-lived dicts and none of them form cycles). Measured: about a third of operator
+        # time on 100,000 events went to collections before this.
+        gc.freeze()
+        saved_thresholds = gc.get_threshold()
+        gc.set_threshold(50_000, 20, 50)
+        try:
+            return self._run_loop(t0)
+        finally:
+            gc.set_threshold(*saved_thresholds)
+            gc.unfreeze()
+
+    def _run_loop(self, t0: float) -> RunResult:
         if self.spec.prepare is not None:
             self.spec.prepare(self.op, self.store)
         run_id = self.store.start_run(self.spec.name, self.settings.describe())
