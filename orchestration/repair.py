@@ -4,6 +4,8 @@ pipelines have pending work (for scripts, the demo and CI)."""
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 
 from dagster import DagsterInstance
@@ -39,8 +41,16 @@ def _instance() -> DagsterInstance:
         DagsterInstance.ephemeral()
 
 
+def _console(level: str | None) -> dict:
+    """Run config for Dagster's console logger; the level comes from the caller or
+    RISKSTREAM_DAGSTER_LOG_LEVEL (default INFO; the demo and evidence packet use WARNING)."""
+    level = (level or os.environ.get("RISKSTREAM_DAGSTER_LOG_LEVEL", "INFO")).upper()
+    return {"loggers": {"console": {"config": {"log_level": level}}}}
+
+
 def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
-                instance: DagsterInstance | None = None) -> list[RepairOutcome]:
+                instance: DagsterInstance | None = None,
+                log_level: str | None = None) -> list[RepairOutcome]:
     """Run the rebuild job once per pending entry set; returns one outcome per run."""
     res = resources_for(store_url, warehouse_path)
     store = res["store"].open()
@@ -68,11 +78,13 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
                 continue
             key = work_run_key(prefix, ids)
             result = defs.get_job_def(name).execute_in_process(
-                instance=instance, raise_on_error=False, tags={"dagster/run_key": key})
+                run_config=_console(log_level), instance=instance, raise_on_error=False,
+                tags={"dagster/run_key": key})
             out.append(RepairOutcome(key, "", "", [], result.run_id, result.success))
         for s in sets:
             result = job.execute_in_process(
-                run_config=rebuild_run_config(entry_ids=s.entry_ids), partition_key=s.queue_date,
+                run_config={**rebuild_run_config(entry_ids=s.entry_ids), **_console(log_level)},
+                partition_key=s.queue_date,
                 instance=instance, raise_on_error=False,
                 tags={"dagster/run_key": s.run_key, "riskstream/merchant": s.merchant})
             out.append(RepairOutcome(s.run_key, s.merchant, s.queue_date, s.entry_ids,

@@ -126,8 +126,9 @@ def _section(name: str, workdir: str) -> list[str]:
             from .workloads.join_seed import generate
             generate(7, src, 470)
         result = mod.run_evidence(src, out)
-        return [f"evidence: join packet written to {out}/ "
-                f"({', '.join(sorted(result.get('files', [])))})"]
+        verdict = "every check holds" if result.get("all_hold") else "SOME CHECKS FAIL"
+        return [f"evidence: join packet written to {out}/ ({', '.join(sorted(os.listdir(out)))}); "
+                f"{verdict}"]
     if name == "nats":
         try:
             socket.create_connection(("127.0.0.1", 4222), timeout=1).close()

@@ -35,10 +35,13 @@ def repair() -> None:
 @repair.command("run")
 @store_option
 @warehouse_option
-def run_repairs(store_url, warehouse_path):
+@click.option("--log-level", default=None, envvar="RISKSTREAM_DAGSTER_LOG_LEVEL",
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              help="Dagster console log level for the runs (default INFO).")
+def run_repairs(store_url, warehouse_path, log_level):
     """Run the sensor's rebuild job in-process over every pending entry set."""
     from orchestration.repair import run_pending  # lazily: Dagster loads only here
-    outcomes = run_pending(store_url, warehouse_path)
+    outcomes = run_pending(store_url, warehouse_path, log_level=log_level)
     if not outcomes:
         click.echo("repair run: nothing pending")
         return

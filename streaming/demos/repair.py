@@ -32,7 +32,8 @@ def run_demo(workdir: str, store_url: str) -> list[str]:
                   if r["payment_id"] == old["payment_id"]}
         from orchestration.repair import run_pending  # Dagster loads only here
         t0 = time.perf_counter()
-        outcomes = run_pending(store_url, os.path.join(workdir, "warehouse.duckdb"))
+        outcomes = run_pending(store_url, os.path.join(workdir, "warehouse.duckdb"),
+                               log_level="WARNING")
         elapsed = time.perf_counter() - t0
         for o in outcomes:
             lines.append(f"repair run {o.run_key}: {'success' if o.success else 'FAILED'} "

@@ -68,7 +68,7 @@ def merchant_totals(outcomes: list[dict], pairs: list[dict]) -> dict[str, dict]:
 
 def _run_dagster(store: Store, warehouse_path: str) -> tuple[list[dict], list[str]]:
     from orchestration.repair import run_pending  # Dagster loads only here
-    outcomes = run_pending(store.url, warehouse_path)
+    outcomes = run_pending(store.url, warehouse_path, log_level="WARNING")
     runs = [{"entry_set": o.run_key, "entry_ids": o.entry_ids, "dagster_run_id": o.run_id,
              "success": o.success} for o in outcomes]
     return runs, [f"{o.run_key} did not publish" for o in outcomes if not o.success]
