@@ -116,9 +116,32 @@ def bench_join(workdir: str, n: int, naive_n: int) -> dict:
         (r["payment_id"], r["signal_id"]) for r in pair_rows(store, False)}
     store.dispose()
     out["ratio_naive_over_run_same_size"] = out["naive_reference_s"] / swall
+    out["postgresql"] = _join_on_postgres(src, n)
     out["naive_extrapolated_s_at_n"] = out["naive_reference_s"] * (n / naive_n) ** 2
     out["ratio_naive_extrapolated_over_run_at_n"] = out["naive_extrapolated_s_at_n"] / wall
     return out
+
+
+def _join_on_postgres(src: str, n: int) -> dict:
+    """The same `join run` with the store on PostgreSQL (a throwaway database), when one is
+    reachable at RISKSTREAM_BENCH_PG (default postgresql://postgres@127.0.0.1:5432/postgres)."""
+    import uuid
+    admin = os.environ.get("RISKSTREAM_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+    try:
+        import psycopg
+        conn = psycopg.connect(admin, autocommit=True, connect_timeout=3)
+    except Exception as exc:  # no server: say so in the results rather than fail the bench
+        return {"skipped": f"PostgreSQL not reachable: {exc.__class__.__name__}"}
+    name = f"rs_bench_{uuid.uuid4().hex[:10]}"
+    conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        url = admin.rsplit("/", 1)[0] + f"/{name}"
+        wall, _, _ = _child_run(["join", "run", "--source", src, "--store", url,
+                                 "--end-of-stream", "--quiet"])
+        return {"run_s": wall, "run_events_per_s": n / wall}
+    finally:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.close()
 
 
 def _hook(name: str, workdir: str, n: int) -> dict:

@@ -141,7 +141,10 @@ class SinkThrottle:
         now = self.now_us
         oldest = self.pending[0].arrival_us if self.pending else None
         age = (now - oldest) if (now is not None and oldest is not None) else 0
-        return {"backlog_records": len(self.pending), "backlog_age_s": age / US_PER_S,
+        # The snapshot's own clock is the last committed record's; while throttled the
+        # reader is ahead of it, and the backlog is measured at the reader's clock.
+        return {"read_clock_us": now, "read_clock": us_to_iso(now),
+                "backlog_records": len(self.pending), "backlog_age_s": age / US_PER_S,
                 "oldest_uncommitted_arrival": us_to_iso(oldest),
                 "sink_phase": "capacity" if self.capacity else "throttled",
                 "read": self.report.read, "committed": self.report.committed}

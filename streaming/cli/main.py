@@ -9,6 +9,7 @@ from . import generations as generations_cmds
 from . import join as join_cmds
 from . import join_evidence as join_evidence_cmds
 from . import ledger as ledger_cmds
+from . import ledger_evidence as ledger_evidence_cmds
 from . import nats as nats_cmds
 from . import ops as ops_cmds
 from . import receipts as receipts_cmds
@@ -23,6 +24,7 @@ def cli() -> None:
 cli.add_command(join_cmds.join)
 join_cmds.join.add_command(join_evidence_cmds.evidence)
 cli.add_command(ledger_cmds.ledger)
+ledger_cmds.ledger.add_command(ledger_evidence_cmds.evidence)
 cli.add_command(nats_cmds.nats)
 for cmd in ops_cmds.COMMANDS:
     cli.add_command(cmd)
