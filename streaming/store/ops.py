@@ -162,40 +162,51 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
             conflicts.append((f, h))
         else:
             res.noop += 1
-    existing: dict[str, str] = {}
-    keys = [f.fact_key for f in ordered]
-    fc = S.facts.c
-    for i in range(0, len(keys), 500):
-        chunk = keys[i:i + 500]
-        for k, h in conn.execute(select(fc.fact_key, fc.payload_hash).where(
-                fc.pipeline == pipeline, fc.fact_key.in_(chunk))):
-            existing[k] = h
     created = now_iso()
-    new_rows: list[dict] = []
-    view: dict[tuple[str, str], dict] = {}
+    rows = []
     for f in ordered:
-        h = existing.get(f.fact_key)
-        if h is None:
-            payload = getattr(f, "payload_json", None) or dumps(f.payload)
-            new_rows.append({"pipeline": pipeline, "fact_key": f.fact_key, "kind": f.kind,
-                             "logical_key": f.logical_key, "status": f.status,
-                             "payload_hash": f.payload_hash, "payload": payload,
-                             "predecessor_key": f.predecessor_key, "batch_seq": batch_seq,
-                             "generation_id": generation_id, "created_at": created})
+        payload = getattr(f, "payload_json", None) or dumps(f.payload)
+        rows.append({"pipeline": pipeline, "fact_key": f.fact_key, "kind": f.kind,
+                     "logical_key": f.logical_key, "status": f.status,
+                     "payload_hash": f.payload_hash, "payload": payload,
+                     "predecessor_key": f.predecessor_key, "batch_seq": batch_seq,
+                     "generation_id": generation_id, "created_at": created})
+    fc = S.facts.c
+    # Insert first and let the unique index decide (the common case: every key is new). Only
+    # when some key already existed do we read the batch's keys back: rows with an id above
+    # the pre-insert maximum are this batch's, the others were there before (same hash: no-op;
+    # another hash: rejected). Reading first would cost a look-up per fact on every batch.
+    max_id = conn.execute(select(func.max(fc.id))).scalar() or 0
+    inserted = insert_ignore(conn, S.facts, rows) if rows else 0
+    new_keys: set[str] | None = None  # None: all new
+    existing: dict[str, str] = {}
+    if inserted != len(rows):
+        new_keys = set()
+        keys = [r["fact_key"] for r in rows]
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            for k, h, fid in conn.execute(select(fc.fact_key, fc.payload_hash, fc.id).where(
+                    fc.pipeline == pipeline, fc.fact_key.in_(chunk))):
+                if fid > max_id:
+                    new_keys.add(k)
+                else:
+                    existing[k] = h
+    view: dict[tuple[str, str], dict] = {}
+    for f, r in zip(ordered, rows):
+        if new_keys is None or f.fact_key in new_keys:
+            res.written += 1
             view[(f.kind, f.logical_key)] = {"pipeline": pipeline, "kind": f.kind,
                                              "logical_key": f.logical_key,
                                              "fact_key": f.fact_key, "status": f.status,
-                                             "payload": payload, "batch_seq": batch_seq}
-        elif h == f.payload_hash:
+                                             "payload": r["payload"], "batch_seq": batch_seq}
+        elif existing.get(f.fact_key) == f.payload_hash:
             res.noop += 1
         else:
-            conflicts.append((f, h))
-    if new_rows:
-        bulk_insert(conn, S.facts, new_rows)
-        res.written = len(new_rows)
+            conflicts.append((f, existing.get(f.fact_key, "")))
     if view and generation_id is None:
         upsert(conn, S.current_view, list(view.values()), ["pipeline", "kind", "logical_key"])
     if conflicts:
+        created = now_iso()
         rows = [{"pipeline": pipeline, "fact_key": f.fact_key, "existing_hash": h,
                  "rejected_hash": f.payload_hash, "rejected_payload": dumps(f.payload),
                  "reason": "existing key with different content", "batch_seq": batch_seq,
