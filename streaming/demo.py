@@ -115,6 +115,15 @@ def join_section(workdir: str) -> list[str]:
     return lines
 
 
+def _packet_line(name: str, out: str, all_hold) -> str:
+    if all_hold is None:
+        raise RuntimeError(f"the {name} evidence packet did not report its checks")
+    if not all_hold:
+        raise RuntimeError(f"the {name} evidence packet has failing checks: see {out}/")
+    files = ", ".join(sorted(f for f in os.listdir(out) if not os.path.isdir(os.path.join(out, f))))
+    return f"evidence: {name} packet written to {out}/ ({files}); every check holds"
+
+
 def _section(name: str, workdir: str) -> list[str]:
     if name == "join":
         return join_section(workdir)
@@ -126,9 +135,12 @@ def _section(name: str, workdir: str) -> list[str]:
             from .workloads.join_seed import generate
             generate(7, src, 470)
         result = mod.run_evidence(src, out)
-        verdict = "every check holds" if result.get("all_hold") else "SOME CHECKS FAIL"
-        return [f"evidence: join packet written to {out}/ ({', '.join(sorted(os.listdir(out)))}); "
-                f"{verdict}"]
+        lines = [_packet_line("join", out, result.get("all_hold"))]
+        from .evidence.ledger import run_ledger_evidence
+        lout = os.path.join("evidence", "out", "ledger")
+        ledger = run_ledger_evidence(lout)
+        lines.append(_packet_line("ledger", lout, ledger.get("all_hold")))
+        return lines
     if name == "nats":
         try:
             socket.create_connection(("127.0.0.1", 4222), timeout=1).close()
