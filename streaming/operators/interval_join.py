@@ -300,19 +300,13 @@ class IntervalJoin:
         out.disposition(rec, ACCEPTED)
         self._insert_payment(self._new_entry(rec), out)
 
-    def _insert_payment(self, p: Entry, out: Emit, provisional_if_unmatched: bool = True) -> None:
-        self.pay.insert(p.key, p.t, p.seq, p, p.size)
-        self.pay_live[p.id] = p
-        heapq.heappush(self._pay_heap, (p.t, p.key))
-        if self.ttl is not None:
-            heapq.heappush(self._ttl_heap, (p.arrival, p.seq, PAYMENTS, p.id))
+    def _insert_payment(self, p: Entry, out: Emit) -> None:
+        self._place(p, True)
         for s in self.sig.probe(p.key, p.t - self.lower, p.t + self.upper):
             self._publish(p, s, out)
-        if not p.matches and provisional_if_unmatched:
+        if not p.matches:
             self._outcome(p, "provisional", out)
-        # Already beyond the horizon (late join, or signals ran ahead): finalize at once.
-        if p.t + self.upper < self.risk_wm:
-            self._evict_payments(p.key, self.risk_wm - self.upper, out)
+        self._evict_if_beyond_horizon(p, True, out)
 
     def _on_signal(self, rec: Record, out: Emit) -> None:
         what = self._identity_check(self.sig_ids, rec, out)
@@ -334,126 +328,100 @@ class IntervalJoin:
         out.disposition(rec, ACCEPTED)
         self._insert_signal(self._new_entry(rec), out)
 
-    def _insert_signal(self, s: Entry, out: Emit) -> list[Entry]:
-        self.sig.insert(s.key, s.t, s.seq, s, s.size)
-        self.sig_live[s.id] = s
-        heapq.heappush(self._sig_heap, (s.t, s.key))
-        if self.ttl is not None:
-            heapq.heappush(self._ttl_heap, (s.arrival, s.seq, SIGNALS, s.id))
-        matched = []
+    def _insert_signal(self, s: Entry, out: Emit) -> None:
+        self._place(s, False)
         for p in self.pay.probe(s.key, s.t - self.upper, s.t + self.lower):
             self._publish(p, s, out)
-            matched.append(p)
             if p.outcome == "provisional":
                 self._outcome(p, "retracted", out)
-        if s.t + self.lower < self.payment_wm:
-            self._evict_signals(s.key, self.payment_wm - self.lower, out)
-        return matched
+        self._evict_if_beyond_horizon(s, False, out)
 
     # ------------------------------------------------------------------ corrections
     def _correct_payment(self, rec: Record, out: Emit) -> None:
-        old = self.pay_live.get(rec.id)
-        known = self.pay_ids[rec.id]
-        reason = None
-        if old is None:
-            reason = "correction:old_version_not_in_state"
-        elif old.key != rec.key:
-            reason = "correction:key_changed"
-        elif any(sid not in self.sig_live for sid in old.matches):
-            reason = "correction:old_counterpart_evicted"
-        else:
-            reason = self._pay_blocker(rec.key, rec.event_us)
-            if reason:
-                reason = f"correction:{reason}"
-        if reason:
-            self.counters["corrections_queued"] += 1
-            self.pay_ids[rec.id] = [rec.revision, rec.payload_hash, rec.key, rec.event_us, "queued"]
-            self._queue(rec, reason, out, {"old_revision": known[0], "old_event_us": known[3],
-                                           "old_key": known[2]})
-            return
-        self.counters["corrections_live"] += 1
-        self.pay_ids[rec.id] = [rec.revision, rec.payload_hash, rec.key, rec.event_us, "live"]
-        out.disposition(rec, ACCEPTED)
-        # Take the old version out of state and off its signals.
-        self.pay.remove(old.key, old.t, old.seq, old.size)
-        del self.pay_live[old.id]
-        old_pairs = list(old.matches.items())
-        for sid, _ in old_pairs:
-            self.sig_live[sid].matches.pop(old.id, None)
-        new = self._new_entry(rec)
-        new.outcome_seq = old.outcome_seq
-        new.outcome = old.outcome
-        # Publish the new version's pairs first so each retirement can name its successor.
-        staged = Emit()
-        self.pay.insert(new.key, new.t, new.seq, new, new.size)
-        self.pay_live[new.id] = new
-        heapq.heappush(self._pay_heap, (new.t, new.key))
-        if self.ttl is not None:
-            heapq.heappush(self._ttl_heap, (new.arrival, new.seq, PAYMENTS, new.id))
-        for s in self.sig.probe(new.key, new.t - self.lower, new.t + self.upper):
-            self._publish(new, s, staged)
-        for sid, old_pid in old_pairs:
-            s = self.sig_live[sid]
-            self._retire(old.id, old.rev, old.t, sid, s.rev, old_pid, new.matches.get(sid), out)
-        out.facts.extend(staged.facts)
-        if new.matches and old.outcome == "provisional":
-            self._outcome(new, "retracted", out)
-        elif not new.matches and old.outcome != "provisional":
-            self._outcome(new, "provisional", out)
-        if new.t + self.upper < self.risk_wm:
-            self._evict_payments(new.key, self.risk_wm - self.upper, out)
+        self._correct(rec, out, is_pay=True)
 
     def _correct_signal(self, rec: Record, out: Emit) -> None:
-        old = self.sig_live.get(rec.id)
-        known = self.sig_ids[rec.id]
-        reason = None
+        self._correct(rec, out, is_pay=False)
+
+    def _correct(self, rec: Record, out: Emit, is_pay: bool) -> None:
+        """A higher revision: live only if the old version, its counterparts and the new
+        version's range are all still in state under the same key; else queued whole."""
+        ids, live, other_live = ((self.pay_ids, self.pay_live, self.sig_live) if is_pay
+                                 else (self.sig_ids, self.sig_live, self.pay_live))
+        old = live.get(rec.id)
+        known = ids[rec.id]
         if old is None:
             reason = "correction:old_version_not_in_state"
         elif old.key != rec.key:
             reason = "correction:key_changed"
-        elif any(pid not in self.pay_live for pid in old.matches):
+        elif any(cid not in other_live for cid in old.matches):
             reason = "correction:old_counterpart_evicted"
         else:
-            reason = self._sig_blocker(rec.key, rec.event_us)
-            if reason:
-                reason = f"correction:{reason}"
+            blocker = (self._pay_blocker if is_pay else self._sig_blocker)(rec.key, rec.event_us)
+            reason = f"correction:{blocker}" if blocker else None
         if reason:
             self.counters["corrections_queued"] += 1
-            self.sig_ids[rec.id] = [rec.revision, rec.payload_hash, rec.key, rec.event_us, "queued"]
+            ids[rec.id] = [rec.revision, rec.payload_hash, rec.key, rec.event_us, "queued"]
             self._queue(rec, reason, out, {"old_revision": known[0], "old_event_us": known[3],
                                            "old_key": known[2]})
             return
         self.counters["corrections_live"] += 1
-        self.sig_ids[rec.id] = [rec.revision, rec.payload_hash, rec.key, rec.event_us, "live"]
+        ids[rec.id] = [rec.revision, rec.payload_hash, rec.key, rec.event_us, "live"]
         out.disposition(rec, ACCEPTED)
-        self.sig.remove(old.key, old.t, old.seq, old.size)
-        del self.sig_live[old.id]
+        # Take the old version out of state and off its counterparts.
+        (self.pay if is_pay else self.sig).remove(old.key, old.t, old.seq, old.size)
+        del live[old.id]
         old_pairs = list(old.matches.items())
-        for pay_id, _ in old_pairs:
-            self.pay_live[pay_id].matches.pop(old.id, None)
+        for cid, _ in old_pairs:
+            other_live[cid].matches.pop(old.id, None)
         new = self._new_entry(rec)
+        new.outcome_seq, new.outcome = old.outcome_seq, old.outcome
+        self._place(new, is_pay)
+        # Publish the new version's pairs first so each retirement can name its successor.
         staged = Emit()
-        self.sig.insert(new.key, new.t, new.seq, new, new.size)
-        self.sig_live[new.id] = new
-        heapq.heappush(self._sig_heap, (new.t, new.key))
-        if self.ttl is not None:
-            heapq.heappush(self._ttl_heap, (new.arrival, new.seq, SIGNALS, new.id))
         touched: dict[str, Entry] = {}
-        for p in self.pay.probe(new.key, new.t - self.upper, new.t + self.lower):
-            self._publish(p, new, staged)
-            touched[p.id] = p
-        for pay_id, old_pid in old_pairs:
-            p = self.pay_live[pay_id]
-            touched.setdefault(pay_id, p)
-            self._retire(pay_id, p.rev, p.t, old.id, old.rev, old_pid, new.matches.get(pay_id), out)
+        if is_pay:
+            for s in self.sig.probe(new.key, new.t - self.lower, new.t + self.upper):
+                self._publish(new, s, staged)
+            touched[new.id] = new
+            for sid, old_pid in old_pairs:
+                self._retire(old.id, old.rev, old.t, sid, self.sig_live[sid].rev, old_pid,
+                             new.matches.get(sid), out)
+        else:
+            for p in self.pay.probe(new.key, new.t - self.upper, new.t + self.lower):
+                self._publish(p, new, staged)
+                touched[p.id] = p
+            for pay_id, old_pid in old_pairs:
+                p = touched.setdefault(pay_id, self.pay_live[pay_id])
+                self._retire(pay_id, p.rev, p.t, old.id, old.rev, old_pid,
+                             new.matches.get(pay_id), out)
         out.facts.extend(staged.facts)
         for p in touched.values():
+            # A payment that gained its first match retracts its provisional outcome; one that
+            # lost its last match is provisional again.
             if p.matches and p.outcome == "provisional":
                 self._outcome(p, "retracted", out)
             elif not p.matches and p.outcome != "provisional":
                 self._outcome(p, "provisional", out)
-        if new.t + self.lower < self.payment_wm:
-            self._evict_signals(new.key, self.payment_wm - self.lower, out)
+        self._evict_if_beyond_horizon(new, is_pay, out)
+
+    def _place(self, e: Entry, is_pay: bool) -> None:
+        """Insert an entry into its side's state, eviction heap and (opt-in) TTL heap."""
+        side, live, heap = ((self.pay, self.pay_live, self._pay_heap) if is_pay
+                            else (self.sig, self.sig_live, self._sig_heap))
+        side.insert(e.key, e.t, e.seq, e, e.size)
+        live[e.id] = e
+        heapq.heappush(heap, (e.t, e.key))
+        if self.ttl is not None:
+            heapq.heappush(self._ttl_heap, (e.arrival, e.seq, PAYMENTS if is_pay else SIGNALS,
+                                            e.id))
+
+    def _evict_if_beyond_horizon(self, e: Entry, is_pay: bool, out: Emit) -> None:
+        # Already beyond the horizon (a late join, or the other input ran ahead): evict now.
+        if is_pay and e.t + self.upper < self.risk_wm:
+            self._evict_payments(e.key, self.risk_wm - self.upper, out)
+        elif not is_pay and e.t + self.lower < self.payment_wm:
+            self._evict_signals(e.key, self.payment_wm - self.lower, out)
 
     # ------------------------------------------------------------------ time
     def on_watermark(self, topic: str, wm: int, out: Emit) -> None:

@@ -82,7 +82,46 @@ def merge_by_arrival(tps: list[TP], positions: dict[TP, int], lines: dict[TP, li
             heapq.heappush(heap, (arrivals[tp][nxt], topic, part, nxt))
 
 
-class FileLog:
+class PartitionBuffer:
+    """What both sources share once a log is read into memory: per topic-partition lines,
+    decoded objects and arrival times, offset-addressed, merged by arrival. Subclasses fill
+    `topics`, `partition_counts`, `_lines`, `_objs` and `_arrivals`."""
+
+    topics: list[str]
+    partition_counts: dict[str, int]
+    _lines: dict[TP, list[bytes]]
+    _objs: dict[TP, list[object]]
+    _arrivals: dict[TP, list[int]]
+
+    def tps(self) -> list[TP]:
+        return [(t, p) for t in self.topics for p in range(self.partition_counts[t])]
+
+    def end_offset(self, tp: TP) -> int:
+        return len(self._lines.get(tp, ()))
+
+    def total_records(self) -> int:
+        return sum(len(v) for v in self._lines.values())
+
+    def read_at(self, tp: TP, offset: int) -> RawRecord:
+        return RawRecord(tp[0], tp[1], offset, self._lines[tp][offset], self._objs[tp][offset],
+                         self._arrivals[tp][offset])
+
+    def next_arrival(self, tp: TP, offset: int) -> int | None:
+        arr = self._arrivals.get(tp, ())
+        return arr[offset] if offset < len(arr) else None
+
+    def caught_up(self, tp: TP, offset: int, clock_us: int) -> bool:
+        """Nothing is pending at the log for tp at source time clock_us (the buffer holds
+        everything the log had when it was opened)."""
+        nxt = self.next_arrival(tp, offset)
+        return nxt is None or nxt > clock_us
+
+    def merged(self, positions: dict[TP, int]) -> Iterator[RawRecord]:
+        """All records from `positions` on, merged by (arrival, topic, partition, offset)."""
+        return merge_by_arrival(self.tps(), positions, self._lines, self._objs, self._arrivals)
+
+
+class FileLog(PartitionBuffer):
     kind = "filelog"
 
     def __init__(self, root: str, topics: list[str], arrival_field: dict[str, str] | None = None):
@@ -133,28 +172,6 @@ class FileLog:
         self._objs[tp] = objs
 
     # -- positions -----------------------------------------------------------------------
-    def tps(self) -> list[TP]:
-        return [(t, p) for t in self.topics for p in range(self.partition_counts[t])]
-
-    def end_offset(self, tp: TP) -> int:
-        return len(self._lines.get(tp, ()))
-
-    def total_records(self) -> int:
-        return sum(len(v) for v in self._lines.values())
-
-    def read_at(self, tp: TP, offset: int) -> RawRecord:
-        return RawRecord(tp[0], tp[1], offset, self._lines[tp][offset], self._objs[tp][offset],
-                         self._arrivals[tp][offset])
-
-    def next_arrival(self, tp: TP, offset: int) -> int | None:
-        arr = self._arrivals.get(tp, ())
-        return arr[offset] if offset < len(arr) else None
-
-    def caught_up(self, tp: TP, offset: int, clock_us: int) -> bool:
-        """Nothing is pending at the log for tp at source time clock_us."""
-        nxt = self.next_arrival(tp, offset)
-        return nxt is None or nxt > clock_us
-
     def fingerprint(self, tp: TP, upto: int) -> str:
         """Hash of the partition's bytes before `upto`: appending keeps it, rewriting breaks it."""
         if upto == 0:
@@ -170,11 +187,6 @@ class FileLog:
     def identity(self) -> dict:
         return {"kind": self.kind, "root": os.path.abspath(self.root),
                 "partitions": dict(self.partition_counts)}
-
-    # -- reading ---------------------------------------------------------------------------
-    def merged(self, positions: dict[TP, int]) -> Iterator[RawRecord]:
-        """All records from `positions` on, merged by (arrival, topic, partition, offset)."""
-        return merge_by_arrival(self.tps(), positions, self._lines, self._objs, self._arrivals)
 
     def ack(self, ranges: dict[TP, tuple[int, int]]) -> None:
         """The file log keeps no consumer state: positions live in the store's checkpoints."""

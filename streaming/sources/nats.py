@@ -23,12 +23,12 @@ import hashlib
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterator, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from .filelog import TP, RawRecord, SourceError, decode_partition, merge_by_arrival
+from .filelog import TP, PartitionBuffer, SourceError, decode_partition
 
 DEFAULT_STREAM = "riskstream"
 DEFAULT_TIMEOUT_S = 5.0
@@ -149,7 +149,7 @@ def removed_messages(state) -> int:
     return state.last_seq - state.messages
 
 
-class NatsSource:
+class NatsSource(PartitionBuffer):
     kind = "nats"
 
     def __init__(self, location: str, topics: list[str],
@@ -258,32 +258,9 @@ class NatsSource:
             raise SourceError(f"{subject}: {problem[0]}")
 
     # -- positions ---------------------------------------------------------------------------
-    def tps(self) -> list[TP]:
-        return [(t, p) for t in self.topics for p in range(self.partition_counts[t])]
-
-    def end_offset(self, tp: TP) -> int:
-        return len(self._lines.get(tp, ()))
-
-    def total_records(self) -> int:
-        return sum(len(v) for v in self._lines.values())
-
     def stream_sequence(self, tp: TP, offset: int) -> int:
         """The JetStream stream sequence of the subject's message at `offset`."""
         return self._seqs[tp][offset]
-
-    def read_at(self, tp: TP, offset: int) -> RawRecord:
-        return RawRecord(tp[0], tp[1], offset, self._lines[tp][offset], self._objs[tp][offset],
-                         self._arrivals[tp][offset])
-
-    def next_arrival(self, tp: TP, offset: int) -> int | None:
-        arr = self._arrivals.get(tp, ())
-        return arr[offset] if offset < len(arr) else None
-
-    def caught_up(self, tp: TP, offset: int, clock_us: int) -> bool:
-        """Nothing is pending at the server for tp at source time clock_us: the snapshot holds
-        every message the server had at open, so this is the file log's rule on it."""
-        nxt = self.next_arrival(tp, offset)
-        return nxt is None or nxt > clock_us
 
     def fingerprint(self, tp: TP, upto: int) -> str:
         """sha256 of the subject's first `upto` payloads, each followed by a newline: the same
@@ -325,11 +302,6 @@ class NatsSource:
                         f"is {mine[key]!r} (stream {self.location.stream!r} at "
                         f"{self.location.server_address}): another stream")
         return None
-
-    # -- reading -----------------------------------------------------------------------------
-    def merged(self, positions: dict[TP, int]) -> Iterator[RawRecord]:
-        """All records from `positions` on, merged by (arrival, topic, partition, offset)."""
-        return merge_by_arrival(self.tps(), positions, self._lines, self._objs, self._arrivals)
 
     def ack(self, ranges: dict[TP, tuple[int, int]]) -> None:
         """No broker-side acknowledgement. Consumed positions are committed in the store, in the
