@@ -6,7 +6,7 @@ hot key and the state peak are observable without walking the state."""
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from typing import Any, Iterator
 
 
