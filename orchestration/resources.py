@@ -46,6 +46,15 @@ class StoreResource(ConfigurableResource):
     def open(self) -> Store:
         return Store(self.resolved_url())
 
+    @contextmanager
+    def session(self) -> Iterator[Store]:
+        """The store for one step or tick, disposed of when it ends."""
+        st = self.open()
+        try:
+            yield st
+        finally:
+            st.dispose()
+
 
 class WarehouseResource(ConfigurableResource):
     """The DuckDB file dbt builds in; one process may hold it at a time."""

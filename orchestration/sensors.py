@@ -37,11 +37,8 @@ def plan_requests(sets, cursor: int, known_dates: set[str]):
         description="Turns pending replay-queue entry sets into replay_rebuild runs.")
 def replay_queue_sensor(context: SensorEvaluationContext, store: StoreResource):
     cursor = int(context.cursor or 0)
-    st = store.open()
-    try:
+    with store.session() as st:
         sets = entry_sets(st)
-    finally:
-        st.dispose()
     known = set(context.instance.get_dynamic_partitions(replay_dates.name))
     requests, new_dates, new_cursor = plan_requests(sets, cursor, known)
     if not requests:
@@ -83,19 +80,13 @@ def _pending_sensor_result(context, prefix: str, ids: list):
         default_status=DefaultSensorStatus.STOPPED,
         description="Pending signed ledger repair requests -> a ledger_repair run.")
 def ledger_repair_sensor(context: SensorEvaluationContext, store: StoreResource):
-    st = store.open()
-    try:
+    with store.session() as st:
         return _pending_sensor_result(context, "ledger", pending_ledger_requests(st))
-    finally:
-        st.dispose()
 
 
 @sensor(job=receipt_repair, minimum_interval_seconds=30,
         default_status=DefaultSensorStatus.STOPPED,
         description="Pending receipt reconciliation records -> a receipt_repair run.")
 def receipt_repair_sensor(context: SensorEvaluationContext, store: StoreResource):
-    st = store.open()
-    try:
+    with store.session() as st:
         return _pending_sensor_result(context, "receipts", pending_receipt_records(st))
-    finally:
-        st.dispose()

@@ -13,13 +13,11 @@ from ..resources import StoreResource
 @asset(group_name="repairs", description="Verify and apply every pending signed ledger repair "
                                           "request (corrected revisions with predecessor links).")
 def ledger_repairs(context: AssetExecutionContext, store: StoreResource):
-    st = store.open()
     try:
-        summary = run_ledger_repairs(st)
+        with store.session() as st:
+            summary = run_ledger_repairs(st)
     except RepairKeyMissing as exc:
         raise Failure(description=str(exc)) from exc
-    finally:
-        st.dispose()
     context.log.info(f"ledger repairs: {summary}")
     return MaterializeResult(metadata={
         "pending": summary["pending"], "repaired": len(summary["repaired"]),
@@ -31,13 +29,11 @@ def ledger_repairs(context: AssetExecutionContext, store: StoreResource):
 @asset(group_name="repairs", description="Score the pending receipt reconciliation records and "
                                           "rescore the decisions they change.")
 def receipt_reconciliation(context: AssetExecutionContext, store: StoreResource):
-    st = store.open()
     try:
-        summary = run_receipt_reconciliation(st)
+        with store.session() as st:
+            summary = run_receipt_reconciliation(st)
     except RepairRefused as exc:
         raise Failure(description=str(exc)) from exc
-    finally:
-        st.dispose()
     context.log.info(f"receipt reconciliation: {summary}")
     return MaterializeResult(metadata={
         "records": summary["records"], "repaired": len(summary["repaired"]),

@@ -7,7 +7,6 @@ import io
 import os
 import sys
 from contextlib import contextmanager
-from typing import Iterable
 
 import click
 import orjson
@@ -89,3 +88,22 @@ def fail(message: str, code: int = 2) -> None:
 
 def echo_json(obj) -> None:
     click.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+
+
+def run_settings(source: str, store_url: str, crash_at: str | None, checkpoint_every: int,
+                 batch_size: int, *, idle_after: float | None = None,
+                 ttl_minutes: float | None = None, end_of_stream: bool = False, **more):
+    """RunSettings from a `run` command's shared flags (minutes -> microseconds); a bad
+    --crash-at exits with its reason."""
+    from ..timeutil import US_PER_MIN
+    from ..worker import RunSettings, parse_crash_at
+    try:
+        crash = parse_crash_at(crash_at)
+    except ValueError as exc:
+        fail(str(exc))
+    return RunSettings(
+        source=source, store_url=store_url, checkpoint_every=checkpoint_every,
+        batch_size=batch_size, crash_at=crash,
+        idle_after_us=int(idle_after * US_PER_MIN) if idle_after is not None else None,
+        ttl_us=int(ttl_minutes * US_PER_MIN) if ttl_minutes is not None else None,
+        end_of_stream=end_of_stream, **more)

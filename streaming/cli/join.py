@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import click
-import orjson
 
 from ..pipelines.join import SPEC
 from ..sources.filelog import SourceError
 from ..store.ops import loads
-from ..timeutil import US_PER_MIN
-from ..worker import (CRASH_POINTS, CheckpointMismatch, RunSettings, SourceMismatch, Worker,
-                      parse_crash_at)
-from .common import (emit_rows, fail, format_option, open_store, progress_bar,
+from ..worker import CRASH_POINTS, CheckpointMismatch, RunSettings, SourceMismatch, Worker
+from .common import (emit_rows, fail, format_option, open_store, progress_bar, run_settings,
                      source_option, store_option)
 
 SOURCE_UNAVAILABLE_EXIT = 5
@@ -67,16 +64,9 @@ def run_pipeline(spec, settings: RunSettings, quiet: bool = False):
 def run(source, store_url, checkpoint_every, batch_size, crash_at, idle_after, ttl_minutes,
         end_of_stream, quiet):
     """Run (or resume) the live join over a file log until it is drained."""
-    try:
-        crash = parse_crash_at(crash_at)
-    except ValueError as exc:
-        fail(str(exc))
-    settings = RunSettings(
-        source=source, store_url=store_url, checkpoint_every=checkpoint_every,
-        batch_size=batch_size, crash_at=crash,
-        idle_after_us=int(idle_after * US_PER_MIN) if idle_after is not None else None,
-        end_of_stream=end_of_stream,
-        ttl_us=int(ttl_minutes * US_PER_MIN) if ttl_minutes is not None else None)
+    settings = run_settings(source, store_url, crash_at, checkpoint_every, batch_size,
+                            idle_after=idle_after, ttl_minutes=ttl_minutes,
+                            end_of_stream=end_of_stream)
     res = run_pipeline(SPEC, settings, quiet)
     st = res.metrics.get("state", {})
     peak = st.get("peak", {})

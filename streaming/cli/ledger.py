@@ -9,8 +9,9 @@ import click
 import orjson
 
 from ..store.ops import loads
-from ..worker import CRASH_POINTS, RunSettings, parse_crash_at
-from .common import echo_json, emit_rows, fail, format_option, open_store, store_option
+from ..worker import CRASH_POINTS
+from .common import (echo_json, emit_rows, fail, format_option, open_store, run_settings,
+                     store_option)
 
 WINDOW_COLUMNS = ["account_id", "event_hour", "revision", "total_cents", "payment_count",
                   "risk_count", "status", "fact_key", "predecessor_key"]
@@ -63,7 +64,6 @@ def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, ch
     except RepairKeyMissing as exc:
         fail(str(exc), exc.exit_code)
     try:
-        crash = parse_crash_at(crash_at)
         throttle = None
         if sink_rate is not None:
             throttle = ThrottleSettings(sink_rate, backlog_limit, sink_capacity)
@@ -71,9 +71,8 @@ def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, ch
             raise ValueError("--backlog-limit and --sink-capacity need --sink-rate")
     except ValueError as exc:
         fail(str(exc))
-    settings = RunSettings(source=source, store_url=store_url, checkpoint_every=checkpoint_every,
-                           batch_size=batch_size, crash_at=crash, end_of_stream=end_of_stream,
-                           extra=run_extra(key), throttle=throttle)
+    settings = run_settings(source, store_url, crash_at, checkpoint_every, batch_size,
+                            end_of_stream=end_of_stream, extra=run_extra(key), throttle=throttle)
     res = run_pipeline(make_spec(key), settings, quiet)
     for line in summary_lines(res):
         click.echo(line)

@@ -6,9 +6,10 @@ import click
 import orjson
 
 from ..models.registry import MODEL_DIR_ENV, DEFAULT_MODEL_DIR, ModelError, Registry
-from ..timeutil import TimeFormatError, US_PER_MIN, parse_utc_us
-from ..worker import CRASH_POINTS, RunSettings, parse_crash_at
-from .common import echo_json, emit_rows, fail, format_option, open_store, store_option
+from ..timeutil import TimeFormatError, parse_utc_us
+from ..worker import CRASH_POINTS
+from .common import (echo_json, emit_rows, fail, format_option, open_store, run_settings,
+                     store_option)
 
 DECISION_COLUMNS = ["receipt_id", "scoring_revision", "model_revision", "score", "decision",
                     "feature_count_7m", "feature_amount_7m", "watermark", "state_cutoff",
@@ -59,15 +60,9 @@ def run(source, store_url, model_dir, crash_at, checkpoint_every, batch_size, id
     """Run (or resume) the live scorer over a file log until it is drained."""
     from ..pipelines.receipts import SPEC
     from .join import run_pipeline
-    try:
-        crash = parse_crash_at(crash_at)
-    except ValueError as exc:
-        fail(str(exc))
-    settings = RunSettings(
-        source=source, store_url=store_url, checkpoint_every=checkpoint_every,
-        batch_size=batch_size, crash_at=crash,
-        idle_after_us=int(idle_after * US_PER_MIN) if idle_after is not None else None,
-        end_of_stream=end_of_stream, extra={"model_dir": model_dir})
+    settings = run_settings(source, store_url, crash_at, checkpoint_every, batch_size,
+                            idle_after=idle_after, end_of_stream=end_of_stream,
+                            extra={"model_dir": model_dir})
     try:
         res = run_pipeline(SPEC, settings, quiet)
     except ModelError as exc:

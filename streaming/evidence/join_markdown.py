@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import orjson
 
+from .markdown import table as _table
+from .markdown import verdict as _verdict
+
 TITLES = {
     "endpoints": "1. Endpoint tests (both arrival orders)",
     "asymmetric_arrival": "2. Asymmetric-arrival trace",
@@ -21,16 +24,6 @@ TITLES = {
 }
 
 
-def _verdict(v) -> str:
-    return "n/a" if v is None else ("holds" if v else "FAILS")
-
-
-def _table(headers: list[str], rows: list[list]) -> list[str]:
-    def cell(v):
-        return "" if v is None else str(v).replace("|", "\\|")
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
-    return out + [""]
 
 
 def _short(pid: str | None) -> str:

@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import orjson
 
-
-def _table(header: list[str], rows: list[list]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for r in rows:
-        out.append("| " + " | ".join("" if v is None else str(v).replace("|", "\\|")
-                                     for v in r) + " |")
-    return out + [""]
+from .markdown import table as _table
+from .markdown import verdict as _verdict
 
 
-def _verdict(v) -> str:
-    return "holds" if v else "DOES NOT HOLD"
 
 
 def render(ev: dict) -> str:
