@@ -14,14 +14,14 @@ vs `1.0`) therefore hashes equal; the hash is taken once over these bytes, which
 from __future__ import annotations
 
 import hashlib
+import operator
 import typing
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 import msgspec
 import orjson
 
-from ..timeutil import US_PER_MIN, us_to_iso
+from ..timeutil import US_PER_MIN
 from . import bounds as B
 from . import reasons as R
 
@@ -33,11 +33,18 @@ SUPPORTED_SCHEMA_VERSIONS = B.SUPPORTED_SCHEMA_VERSIONS
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ONE_US = timedelta(microseconds=1)
 _DETAIL_MAX = 200
+_FORBIDDEN = B.FORBIDDEN_ID_CHAR
+_encode = msgspec.json.encode
+_asdict = msgspec.structs.asdict
+_blake2b = hashlib.blake2b
+_SORTED = orjson.OPT_SORT_KEYS
+_MIN_US = (B.MIN_INSTANT - _EPOCH) // _ONE_US
+_MAX_US = (B.MAX_INSTANT - _EPOCH) // _ONE_US
 
 
-@dataclass(slots=True)
-class Record:
-    """A validated input record with its source position."""
+class Record(msgspec.Struct, gc=False):
+    """A validated input record with its source position. (A C struct: built once per record
+    on the hot path, cheaper than a dataclass; holds no reference cycles, so no GC tracking.)"""
 
     topic: str
     partition: int
@@ -50,7 +57,7 @@ class Record:
     payload: dict  # canonical business fields (times as canonical ISO strings)
     payload_hash: str  # blake2b-128 of payload_bytes
     size: int  # bytes of the source line, used for state-bytes accounting
-    times: dict = field(default_factory=dict)  # every time field, microseconds (or None)
+    times: dict = msgspec.field(default_factory=dict)  # every time field, µs (or None)
     payload_bytes: bytes | None = None  # the canonical JSON the hash was taken over
 
     @property
@@ -123,11 +130,14 @@ class Contract:
                             if n != "schema_version")
         self._version_type = hints["schema_version"]
         self.decoder = msgspec.json.Decoder(struct)
-        self._times = tuple((n, k == B.OPT_TIME) for n, k, _ in self.fields
+        self._times = tuple((n, n not in self.non_payload) for n, k, _ in self.fields
                             if k in (B.TIME, B.OPT_TIME))
-        # Payload fields in sorted order, so dumping the dict yields canonical JSON directly.
-        self._plan = tuple(sorted((n, k in (B.TIME, B.OPT_TIME)) for n, k, _ in self.fields
-                                  if n not in self.non_payload))
+        self._ids = tuple(n for n, k, _ in self.fields if k in (B.ID, B.LABEL))
+        # Not business content: dropped from the payload before it is hashed.
+        self._drop = ("schema_version", *self.non_payload)
+        ids = self._ids
+        self._get_ids = operator.attrgetter(*ids) if len(ids) > 1 else \
+            (lambda s: (getattr(s, ids[0]),))
         names = {n for n, _, _ in self.fields}
         for role in (id_field, key_field, event_time_field, arrival_time_field,
                      revision_field, *self.non_payload):
@@ -157,8 +167,12 @@ def decode(contract: Contract, line: bytes, partition: int, offset: int) -> Reco
     try:
         struct = contract.decoder.decode(line)
     except (msgspec.ValidationError, msgspec.DecodeError):
-        return validate(contract, parse_line(line), partition, offset, len(line))
-    return _record(contract, struct, partition, offset, len(line))
+        struct = None
+    if struct is not None:
+        rec = _record(contract, struct, partition, offset, len(line))
+        if rec is not None:
+            return rec
+    return validate(contract, parse_line(line), partition, offset, len(line))
 
 
 def validate(contract: Contract, obj: object, partition: int, offset: int, size: int) -> Record:
@@ -168,15 +182,42 @@ def validate(contract: Contract, obj: object, partition: int, offset: int, size:
     try:
         struct = msgspec.convert(obj, contract.struct, strict=True)
     except msgspec.ValidationError as exc:
-        raise _defect(contract, obj, exc) from None
-    return _record(contract, struct, partition, offset, size)
+        raise _defect(contract, obj, str(exc)) from None
+    rec = _record(contract, struct, partition, offset, size)
+    if rec is None:
+        raise _defect(contract, obj, "an identifier outside the allowed alphabet")
+    return rec
 
 
-def _record(c: Contract, s: msgspec.Struct, partition: int, offset: int, size: int) -> Record:
+def _canonical_instant(dt: datetime, us: int) -> str:
+    """The one spelling of an instant: UTC, `Z`, microseconds only when non-zero (formatted
+    by msgspec in C; `datetime.isoformat` costs several times more)."""
+    if dt.tzinfo is not timezone.utc:  # the decoder's zone for Z and +00:00
+        dt = _EPOCH + timedelta(microseconds=us)
+    return _encode(dt)[1:-1].decode()
+
+
+def _record(c: Contract, s: msgspec.Struct, partition: int, offset: int,
+            size: int) -> Record | None:
+    """The Record of a struct the decoder accepted; None when an ID has a character outside
+    the alphabet or an instant lies outside the UTC range (the caller then judges the object
+    field by field). Raises InvalidRecord for a record-level defect."""
+    if _FORBIDDEN.search("".join(c._get_ids(s))):
+        return None
+    payload = _asdict(s)
     times: dict[str, int | None] = {}
-    for name, optional in c._times:
-        v = getattr(s, name)
-        times[name] = None if v is None else (v - _EPOCH) // _ONE_US
+    for name, in_payload in c._times:
+        v = payload[name]
+        if v is None:
+            times[name] = None
+            continue
+        d = v - _EPOCH
+        us = (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
+        if not _MIN_US <= us <= _MAX_US:
+            return None
+        times[name] = us
+        if in_payload:
+            payload[name] = _canonical_instant(v, us)
     event_us = times[c.event_time_field]
     arrival_us = times[c.arrival_time_field]
     if event_us - arrival_us > CLOCK_FAULT_US:
@@ -184,14 +225,13 @@ def _record(c: Contract, s: msgspec.Struct, partition: int, offset: int, size: i
             R.EVENT_TIME_AFTER_ARRIVAL,
             f"{c.event_time_field} is {(event_us - arrival_us) / 60e6:.1f} min after "
             f"{c.arrival_time_field} (limit 5 min): producer clock fault")
-    payload = {}
-    for name, is_time in c._plan:
-        payload[name] = us_to_iso(times[name]) if is_time else getattr(s, name)
-    raw = orjson.dumps(payload)
-    return Record(c.topic, partition, offset, getattr(s, c.id_field),
-                  getattr(s, c.revision_field) if c.revision_field else 1,
-                  getattr(s, c.key_field), event_us, arrival_us, payload,
-                  hashlib.blake2b(raw, digest_size=16).hexdigest(), size, times, raw)
+    for name in c._drop:
+        del payload[name]
+    raw = orjson.dumps(payload, option=_SORTED)
+    return Record(c.topic, partition, offset, payload[c.id_field],
+                  payload[c.revision_field] if c.revision_field else 1,
+                  payload[c.key_field], event_us, arrival_us, payload,
+                  _blake2b(raw, digest_size=16).hexdigest(), size, times, raw)
 
 
 def _detail(name: str, value: object, message: str) -> str:
@@ -199,7 +239,7 @@ def _detail(name: str, value: object, message: str) -> str:
     return text if len(text) <= _DETAIL_MAX else text[:_DETAIL_MAX - 3] + "..."
 
 
-def _defect(c: Contract, obj: dict, exc: msgspec.ValidationError) -> InvalidRecord:
+def _defect(c: Contract, obj: dict, message: str) -> InvalidRecord:
     """The first defect of an object the struct refused, judged field by field in contract
     order with the same types, so every record with several defects gets one stable reason."""
     sv = obj.get("schema_version", 1)
@@ -223,7 +263,16 @@ def _defect(c: Contract, obj: dict, exc: msgspec.ValidationError) -> InvalidReco
                     R.WRONG_TYPE, f"{name} must be >= 1, got {value!r}")
                 continue
             return InvalidRecord(reason, _detail(name, value, str(e)))
+        if kind in (B.TIME, B.OPT_TIME) and value is not None:
+            us = (msgspec.convert(value, hint, strict=True) - _EPOCH) // _ONE_US
+            if not _MIN_US <= us <= _MAX_US:
+                return InvalidRecord(R.OUT_OF_RANGE, _detail(
+                    name, value, f"instants lie within {B.MIN_INSTANT.isoformat()} .. "
+                                 f"{B.MAX_INSTANT.isoformat()}"))
+        if kind in (B.ID, B.LABEL) and _FORBIDDEN.search(value):
+            return InvalidRecord(R.BAD_ID, _detail(
+                name, value, f"allowed characters are {B.ID_CHARS}"))
     if below_one is not None:
         return below_one
     # Not reachable for a dict the fields accept one by one; keep the decoder's own words.
-    return InvalidRecord(R.WRONG_TYPE, str(exc)[:_DETAIL_MAX])
+    return InvalidRecord(R.WRONG_TYPE, message[:_DETAIL_MAX])
