@@ -225,3 +225,20 @@ def test_times_follow_rfc3339():
     for spelled in ("2026-10-06t10:00:00z", "2026-10-06 10:00:00Z", "2026-10-06T12:00:00+0200"):
         r = decode(PAYMENT, orjson.dumps(patched("payments", event_time=spelled)), 0, 0)
         assert r.payload["event_time"] == T
+
+
+def test_hash_of_canonically_spelled_records_is_unchanged():
+    # The seeds spell times canonically: their payload bytes, hence stored hashes, stay as
+    # they were before the structs (sorted-key JSON of the business fields as received).
+    import hashlib
+    for topic, obj in GOOD.items():
+        obj = {**obj, **({"score": 0.125} if topic == "risk_signals" else {})}
+        c = CONTRACTS[topic]
+        before = orjson.dumps({k: v for k, v in obj.items() if k not in c.non_payload},
+                              option=orjson.OPT_SORT_KEYS)
+        r = decode(c, orjson.dumps(obj), 0, 0)
+        assert r.payload_bytes == before
+        assert r.payload_hash == hashlib.blake2b(before, digest_size=16).hexdigest()
+    sub = decode(PAYMENT, orjson.dumps(patched("payments", event_time="2026-10-06T10:00:00.5Z")),
+                 0, 0)
+    assert sub.payload["event_time"] == "2026-10-06T10:00:00.500000Z"
