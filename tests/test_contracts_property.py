@@ -220,3 +220,22 @@ def test_spelling_of_an_instant_does_not_change_the_hash(case, data):
     b = decode(c, orjson.dumps(respelled), 0, 1)
     assert (a.payload_hash, a.payload_bytes, a.times) == (b.payload_hash, b.payload_bytes,
                                                           b.times)
+
+
+# Every separator the code composes fact keys, pair IDs, request IDs and labels with.
+KEY_SEPARATORS = "|\x1f,:"
+
+
+def test_id_alphabet_excludes_separators_controls_and_non_ascii():
+    assert not set(KEY_SEPARATORS) & set(ALPHABET)
+    assert all(33 <= ord(ch) < 127 for ch in ALPHABET)
+    assert "/" not in ALPHABET and " " not in ALPHABET
+
+
+@SETTINGS
+@given(st.lists(ids, min_size=1, max_size=4), st.lists(ids, min_size=1, max_size=4),
+       st.sampled_from(KEY_SEPARATORS))
+def test_keys_composed_from_allowed_ids_never_collide(a, b, sep):
+    if a != b:
+        assert sep.join(a) != sep.join(b)
+    assert sep.join(a).split(sep) == a
