@@ -102,6 +102,8 @@ DEFECTS = [
     ("receipts", patched("receipts", occurred_at="2026-10-06T09:00:00"), "naive_time"),
     ("merchant_categories", patched("merchant_categories", effective_to="2026-10-07T00:00:00"),
      "naive_time"),
+    ("payments", patched("payments", event_time="2026-10-06"), "naive_time"),
+    ("payments", patched("payments", event_time="2026-10-06T10:00"), "naive_time"),
     ("payments", patched("payments", event_time="yesterday"), "unparseable_time"),
     ("payments", patched("payments", event_time=1759744800), "unparseable_time"),
     ("payments", patched("payments", arrival_time=None), "unparseable_time"),

@@ -257,7 +257,7 @@ def _defect(c: Contract, obj: dict, message: str) -> InvalidRecord:
         try:
             msgspec.convert(value, hint, strict=True)
         except msgspec.ValidationError as e:
-            reason = R.reason_for(kind, str(e))
+            reason = R.reason_for(kind, str(e), value)
             if reason == R.REVISION_BELOW_ONE:
                 below_one = below_one or InvalidRecord(
                     R.WRONG_TYPE, f"{name} must be >= 1, got {value!r}")

@@ -4,6 +4,7 @@ reason of its defect. One place, so the fast decoder and the dict validator cann
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from . import bounds as B
 
@@ -29,8 +30,8 @@ REVISION_BELOW_ONE = "revision_below_one"
 _BOUND = re.compile(r"^Expected `(int|float)` ([<>]=)")
 
 
-def reason_for(kind: str, message: str) -> str:
-    """The reason for a value of a field of `kind` that failed with msgspec's `message`."""
+def reason_for(kind: str, message: str, value: object = None) -> str:
+    """The reason for a `value` of a field of `kind` that failed with msgspec's `message`."""
     if kind == B.SCHEMA_VERSION:
         return UNKNOWN_SCHEMA_VERSION
     if message.startswith("Number out of range"):
@@ -49,5 +50,18 @@ def reason_for(kind: str, message: str) -> str:
     if kind == B.SCORE:
         return OUT_OF_RANGE if bound else WRONG_TYPE
     if kind in (B.TIME, B.OPT_TIME):
-        return NAIVE_TIME if "timezone component" in message else UNPARSEABLE_TIME
+        if "timezone component" in message or _zoneless(value):
+            return NAIVE_TIME
+        return UNPARSEABLE_TIME
     return WRONG_TYPE
+
+
+def _zoneless(value: object) -> bool:
+    """A date or time outside RFC 3339 that still reads as a time without a zone (a bare date,
+    `10:00` without seconds): the missing zone is the defect to report."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return datetime.fromisoformat(value).tzinfo is None
+    except ValueError:
+        return False
