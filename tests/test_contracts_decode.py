@@ -244,3 +244,11 @@ def test_hash_of_canonically_spelled_records_is_unchanged():
     sub = decode(PAYMENT, orjson.dumps(patched("payments", event_time="2026-10-06T10:00:00.5Z")),
                  0, 0)
     assert sub.payload["event_time"] == "2026-10-06T10:00:00.500000Z"
+
+
+def test_quarantine_text_is_storable_and_keeps_everything_else():
+    from streaming.contracts import quarantine_text
+    assert quarantine_text(b'{"payment_id": "p\x00x"}') == '{"payment_id": "p\\x00x"}'
+    assert quarantine_text(b"caf\xc3\xa9 \xff") == "caf\u00e9 \\xff"
+    assert quarantine_text(b'{"a": "\\u0000"}') == '{"a": "\\u0000"}'
+    assert "\x00" not in quarantine_text(bytes(range(256)))

@@ -97,6 +97,13 @@ def parse_line(line: bytes | str) -> dict:
     return obj
 
 
+def quarantine_text(line: bytes) -> str:
+    """The raw line as text every store column accepts: invalid UTF-8 as `\\xNN` escapes, NUL
+    as `\\x00` (PostgreSQL text refuses NUL), everything else as it came."""
+    text = line.decode("utf-8", "backslashreplace")
+    return text.replace("\x00", "\\x00") if "\x00" in text else text
+
+
 def _kind(hint: object) -> str:
     kind = None
     for meta in getattr(hint, "__metadata__", ()):
