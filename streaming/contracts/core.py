@@ -192,7 +192,7 @@ def validate(contract: Contract, obj: object, partition: int, offset: int, size:
         raise _defect(contract, obj, str(exc)) from None
     rec = _record(contract, struct, partition, offset, size)
     if rec is None:
-        raise _defect(contract, obj, "an identifier outside the allowed alphabet")
+        raise _defect(contract, obj, "an identifier or instant outside its bounds")
     return rec
 
 
