@@ -16,13 +16,10 @@ checkpoints, crash points), so a throttled run publishes the same facts as an un
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .timeutil import US_PER_S, us_to_iso
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .worker import Worker
 
 
 @dataclass(frozen=True)
@@ -126,7 +123,9 @@ class BacklogReport:
 
 
 class SinkThrottle:
-    """Drives a Worker's free-reading phase through the throttled sink."""
+    """Paces a worker's free-reading phase: `batches` reads the records and yields the batches
+    the throttled sink may commit, tick by tick; the host loop commits each one (its normal
+    batch path) before the next is computed. The pacer never calls the host."""
 
     def __init__(self, settings: ThrottleSettings):
         self.settings = settings
@@ -152,7 +151,10 @@ class SinkThrottle:
     def _rate(self) -> float | None:
         return self.settings.capacity_rate if self.capacity else self.settings.sink_rate
 
-    def _tick(self, worker: "Worker", at_us: int) -> None:
+    def _tick(self, at_us: int, batch_limit: int) -> Iterator[list]:
+        """One sink tick: yields the due records in batches of at most `batch_limit`. The
+        report counts a batch as committed before it is yielded, so the host's metrics
+        snapshot taken while committing it already includes it."""
         rep = self.report
         rep.ticks += 1
         self.now_us = at_us
@@ -164,15 +166,13 @@ class SinkThrottle:
             n = min(int(self.credit + 1e-9), len(self.pending))
             self.credit -= n
         before = len(self.pending)
-        if n:
-            limit = max(1, min(worker.settings.batch_size, worker.settings.checkpoint_every))
-            left = n
-            while left:
-                k = min(limit, left)
-                chunk = [self.pending.popleft() for _ in range(k)]
-                left -= k
-                rep.committed += k
-                worker._run_batch(chunk, None)
+        left = n
+        while left:
+            k = min(batch_limit, left)
+            chunk = [self.pending.popleft() for _ in range(k)]
+            left -= k
+            rep.committed += k
+            yield chunk
         if not self.pending:
             self.credit = 0.0
             if self.capacity and rep.drained_at_us is None:
@@ -198,18 +198,20 @@ class SinkThrottle:
             rep.read_before_limit = rep.read
             rep.committed_before_limit = rep.committed
 
-    def drive(self, worker: "Worker", progress=None) -> int:
-        """Read the log through the throttle until it is exhausted and the backlog drained.
-        Returns the number of records committed."""
+    def batches(self, records: Iterable, batch_limit: int,
+                progress: Callable[[int], None] | None = None) -> Iterator[list]:
+        """Read `records` (in arrival order) through the throttle until they are exhausted and
+        the backlog drained, yielding each batch the sink commits; `progress` gets the
+        committed count after every tick."""
         tick = self.settings.tick_us
         next_tick: int | None = None
         rep = self.report
-        for raw in worker.source.merged(worker.positions):
+        for raw in records:
             if next_tick is None:
                 rep.start_us = raw.arrival_us
                 next_tick = raw.arrival_us + tick
             while next_tick <= raw.arrival_us:
-                self._tick(worker, next_tick)
+                yield from self._tick(next_tick, batch_limit)
                 next_tick += tick
                 if progress:
                     progress(rep.committed)
@@ -217,8 +219,7 @@ class SinkThrottle:
             self.pending.append(raw)
             self._after_read(raw)
         while self.pending:
-            self._tick(worker, next_tick)
+            yield from self._tick(next_tick, batch_limit)
             next_tick += tick
             if progress:
                 progress(rep.committed)
-        return rep.committed

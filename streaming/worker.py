@@ -289,14 +289,16 @@ class Worker:
                 self.progress(done, total)
         self.replaying = False
         # 2. Read freely (through the sink throttle when one is set).
+        limit = max(1, min(self.settings.batch_size, self.settings.checkpoint_every))
         if self.throttle is not None:
             base = done
             prog = (lambda n: self.progress(base + n, total)) if self.progress else None
-            done += self.throttle.drive(self, prog)
+            for paced in self.throttle.batches(self.source.merged(self.positions), limit, prog):
+                self._run_batch(paced, None)
+            done += self.throttle.report.committed
             self.result.backlog = self.throttle.report.as_dict()
             self.result.backlog_lines = self.throttle.report.lines()
         batch: list[RawRecord] = []
-        limit = max(1, min(self.settings.batch_size, self.settings.checkpoint_every))
         for raw in (self.source.merged(self.positions) if self.throttle is None else ()):
             batch.append(raw)
             if len(batch) >= limit:

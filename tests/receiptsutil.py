@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 import orjson
 
 from streaming.contracts import validate
-from streaming.incidents.receipts import active, decision_facts
+from streaming.pipelines.receipts_release import active, decision_facts
 from streaming.models.registry import INITIAL_ARTIFACT, Registry
 from streaming.pipelines.receipts import RECEIPT, SPEC
 from streaming.store.ops import Store

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from streaming import generations as G
 from streaming import rebuild as R
 from streaming.pipelines.join import SPEC
-from streaming.references.join import candidate_pairs
+from riskstream_tools.references.join import candidate_pairs
 from streaming.store import schema as S
 from streaming.store.ops import Store, loads
 from streaming.timeutil import US_PER_DAY, US_PER_MIN, parse_utc_us

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from streaming.references.join import candidate_pairs
+from riskstream_tools.references.join import candidate_pairs
 from streaming.timeutil import parse_utc_us
 
 from .joinutil import T0, at, pay, pair_set, run_join, sig, write_log

@@ -10,7 +10,7 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streaming.references.join import fast_candidate_pairs
+from riskstream_tools.references.join import fast_candidate_pairs
 from streaming.store.ops import Store
 from streaming.timeutil import parse_utc_us
 

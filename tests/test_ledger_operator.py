@@ -6,7 +6,7 @@ from __future__ import annotations
 from streaming.operators.base import ACCEPTED, DUPLICATE, ROUTED, STALE, Emit
 from streaming.operators.ledger import REPAIR_TABLE, LedgerOperator
 from streaming.repairs.ledger import verify
-from streaming.workloads.ledger_seed import at, payment, version
+from riskstream_tools.workloads.ledger_seed import at, payment, version
 
 from .ledgerutil import TEST_KEY, Driver
 

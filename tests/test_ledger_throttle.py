@@ -8,7 +8,7 @@ import pytest
 
 from streaming.store.ops import Store
 from streaming.throttle import ThrottleSettings
-from streaming.workloads.ledger_seed import generate
+from riskstream_tools.workloads.ledger_seed import generate
 
 from .ledgerutil import facts_digest, run_ledger
 

@@ -41,6 +41,27 @@ format_option = click.option("--format", "fmt", type=click.Choice(["csv", "json"
                              default="csv", show_default=True)
 
 
+# The top-level modules each optional extra brings, for `needs_extra`'s message.
+EXTRA_MODULES = {
+    "orchestration": {"dagster", "dagster_dbt", "dagster_postgres", "dagster_webserver", "dbt",
+                      "duckdb"},
+    "evidence": {"matplotlib", "duckdb"},
+}
+
+
+@contextmanager
+def needs_extra(extra: str):
+    """Turn a missing optional dependency into one clear line and exit code 2, naming the extra
+    that installs it; any other import error propagates unchanged."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in EXTRA_MODULES[extra]:
+            raise
+        fail(f"this command needs the [{extra}] extra ({exc.name} is not installed): "
+             f"pip install 'riskstream[{extra}]'")
+
+
 def open_store(url: str) -> Store:
     return Store(url)
 

@@ -24,17 +24,6 @@ def join() -> None:
     """Payment x risk-signal interval join (-47 min .. +8 min, inclusive)."""
 
 
-@join.command()
-@click.option("--seed", type=int, required=True)
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
-@click.option("--events", type=int, default=470, show_default=True)
-def generate(seed: int, out_dir: str, events: int) -> None:
-    """Write the seed scenario as a file log (DIR/<topic>/p<N>.jsonl + scenario.json)."""
-    from ..workloads.join_seed import generate as gen
-    m = gen(seed, out_dir, events)
-    click.echo(f"wrote {m['events']} events ({m['hard_case_lines']} hard-case lines) to {out_dir}")
-
-
 def run_pipeline(spec, settings: RunSettings, quiet: bool = False):
     try:
         with progress_bar(f"{spec.name} run", enabled=None if not quiet else False) as cb:

@@ -23,22 +23,6 @@ def ledger() -> None:
 
 
 @ledger.command()
-@click.option("--seed", type=int, required=True)
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
-@click.option("--payments", type=int, default=400, show_default=True,
-              help="Background payments besides the named cases.")
-@click.option("--rate", type=float, default=None,
-              help="Background arrivals per second of source time (default: spread over "
-                   "09:00-14:30).")
-@click.option("--no-scenario", is_flag=True, help="Background only (pressure / benchmark).")
-def generate(seed, out_dir, payments, rate, no_scenario):
-    """Write the ledger scenario as a file log (DIR/<topic>/p<N>.jsonl + scenario.json)."""
-    from ..workloads.ledger_seed import generate as gen
-    m = gen(seed, out_dir, payments, rate, scenario=not no_scenario)
-    click.echo(f"wrote {m['lines']} lines ({len(m['cases'])} named cases) to {out_dir}")
-
-
-@ledger.command()
 @click.option("--source", required=True, type=click.Path(exists=True, file_okay=False))
 @store_option
 @click.option("--sink-rate", type=float, default=None,
