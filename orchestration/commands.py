@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from streaming.cli.common import fail, needs_extra, open_store, store_option
-from streaming.generations import generation_rows
+from streaming.join_published import generation_rows
 
 warehouse_option = click.option(
     "--warehouse", "warehouse_path", envvar="RISKSTREAM_DUCKDB_PATH",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from dagster import DagsterInstance
 
-from streaming.rebuild import entry_sets
+from streaming.join_rebuild import entry_sets
 
 from .definitions import build_defs
 from .jobs import rebuild_run_config

@@ -14,7 +14,7 @@ import os
 import time
 
 from streaming.operators.interval_join import RULE_VERSION, pair_id
-from streaming.rebuild import join_sql
+from streaming.join_rebuild import join_sql
 from streaming.timeutil import US_PER_DAY, US_PER_MIN
 
 DAY_START = 20_367 * US_PER_DAY  # 2025-10-06

@@ -10,9 +10,9 @@ import time
 
 
 def run_demo(workdir: str, store_url: str) -> list[str]:
-    from streaming.generations import GENERATION_COLUMNS, generation_rows, published_pairs
+    from streaming.join_published import GENERATION_COLUMNS, generation_rows, published_pairs
     from streaming.pipelines.join import SPEC
-    from streaming.rebuild import entry_sets
+    from streaming.join_rebuild import entry_sets
     from streaming.store.ops import Store
     from streaming.worker import RunSettings, Worker
     from ..workloads.join_seed import generate

@@ -21,7 +21,7 @@ NOT_PUBLISHED = "no generation was published in this run"
 def generations_module():
     """The published view with generations, when this build of the project has one."""
     try:
-        mod = importlib.import_module("streaming.generations")
+        mod = importlib.import_module("streaming.join_published")
     except ImportError:
         return None
     if not all(hasattr(mod, n) for n in ("generation_rows", "published_pairs")):

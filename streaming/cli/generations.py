@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..generations import GENERATION_COLUMNS, generation_rows
+from ..join_published import GENERATION_COLUMNS, generation_rows
 from .common import emit_rows, format_option, open_store, store_option
 
 

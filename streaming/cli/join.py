@@ -111,7 +111,7 @@ def pairs(store_url, include_all, published, fmt):
     """The current pair view (one row per logical pair)."""
     store = open_store(store_url)
     if published:
-        from ..generations import published_pairs
+        from ..join_published import published_pairs
         rows = published_pairs(store)
     else:
         rows = pair_rows(store, include_all)

@@ -1,9 +1,7 @@
-"""Generations of the interval join: history, the published view and atomic publication.
+"""Generations of the interval join: candidate history and atomic publication.
 
-A generation is a validated rebuild of one or more day pieces (merchant, payment-time range).
-`generation_pointers` holds, per piece, the generation that is current there. The published view
-takes that generation's rows inside each piece and the live current rows everywhere else, read
-in one snapshot, so a reader sees the whole old or the whole new generation.
+A generation is a validated rebuild of one or more day pieces (merchant, payment-time range);
+the published view it switches lives in `join_published`.
 
 Publication is one transaction: compare-and-set of the pointers against the pointers the diff was
 built from, the generation's pair facts (through the sink, tagged with the generation id), a
@@ -13,83 +11,19 @@ held with the reason; the last-good generation stays current."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator
-
 from sqlalchemy import and_, delete, select, update
 
 from .operators.base import Fact
 from .operators.interval_join import RULE_VERSION, pair_fact_key
-from .rebuild import PIPELINE, Candidate, Piece, in_pieces, published_pointers
+from .join_published import PIPELINE
+from .join_rebuild import Candidate
 from .store import schema as S
 from .store import tables_generations as T
 from .store.ops import Store, dumps, loads, now_iso, upsert, write_facts
-from .timeutil import parse_utc_us, us_to_iso
-
-GENERATION_COLUMNS = ["generation_id", "interval_start", "interval_end", "status", "reason"]
-
+from .timeutil import parse_utc_us
 
 class GenerationConflict(RuntimeError):
     """The pointers moved since the candidate was built: publish nothing, rebuild instead."""
-
-
-@contextmanager
-def snapshot(store: Store) -> Iterator:
-    """A read transaction that sees one committed state across several statements."""
-    conn = store.engine.connect()
-    try:
-        if store.dialect == "postgresql":
-            conn = conn.execution_options(isolation_level="REPEATABLE READ")
-        with conn.begin():
-            yield conn
-    finally:
-        conn.close()
-
-
-def _pieces_of(pointers: list[dict]) -> list[tuple[Piece, str]]:
-    return [(Piece(p["interval_key"], p["interval_start_us"], p["interval_end_us"]),
-             p["generation_id"]) for p in pointers]
-
-
-def published_pairs(store: Store, pipeline: str = PIPELINE) -> list[dict]:
-    """Generation rows inside published pieces, live current rows elsewhere."""
-    v, f = S.current_view.c, S.facts.c
-    with snapshot(store) as conn:
-        pointers = published_pointers(store, pipeline, conn)
-        live = [loads(r.payload) for r in conn.execute(
-            select(v.payload).where(v.pipeline == pipeline, v.kind == "pair",
-                                    v.status == "current"))]
-        gids = sorted({p["generation_id"] for p in pointers})
-        gen = [(r.generation_id, loads(r.payload)) for r in conn.execute(
-            select(f.generation_id, f.payload).where(
-                f.pipeline == pipeline, f.kind == "pair", f.status == "current",
-                f.generation_id.in_(gids)))] if gids else []
-    pieces = _pieces_of(pointers)
-    rows = [{**p, "status": "current"} for p in live
-            if not in_pieces(p["merchant_id"], p["payment_time"], [pc for pc, _ in pieces])]
-    for gid, p in gen:
-        t = parse_utc_us(p["payment_time"])
-        if any(g == gid and pc.merchant == p["merchant_id"] and pc.start_us <= t <= pc.end_us
-               for pc, g in pieces):
-            rows.append({**p, "status": "current", "generation_id": gid})
-    return sorted(rows, key=lambda r: (r["payment_id"], r["signal_id"]))
-
-
-def published_outcomes(store: Store, pipeline: str = PIPELINE) -> list[dict]:
-    """Current outcome per payment; a publication moves corrected finals into the current view
-    in its own transaction, so the current view is already the published one."""
-    return sorted((loads(r["payload"]) for r in store.current(pipeline, "outcome")),
-                  key=lambda r: r["payment_id"])
-
-
-def generation_rows(store: Store, pipeline: str = PIPELINE) -> list[dict]:
-    g = S.generations.c
-    rows = store.rows(select(S.generations).where(g.pipeline == pipeline)
-                      .order_by(g.created_at, g.generation_id))
-    for r in rows:
-        r["interval_start"] = us_to_iso(r["interval_start_us"])
-        r["interval_end"] = us_to_iso(r["interval_end_us"])
-    return rows
 
 
 def _logical(r: dict) -> tuple[str, str, str]:

@@ -24,32 +24,20 @@ from typing import Any, Iterable
 import orjson
 from sqlalchemy import select
 
+from .join_published import (PIPELINE, Piece, in_pieces, published_outcomes, published_pairs,
+                             published_pointers)
 from .operators.interval_join import (LOWER_US, PAYMENTS, RULE_VERSION, SIGNALS, UPPER_US,
                                       pair_id)
 from .store import schema as S
 from .store.ops import Store, loads
 from .timeutil import US_PER_DAY, US_PER_MIN, event_date, parse_utc_us, us_to_iso
 
-PIPELINE = "join"
 BUCKET_US = 10 * US_PER_MIN
 LIVE_DISPOSITIONS = ("accepted", "routed_to_repair")
 
 
 class WatermarkNotPassed(RuntimeError):
     """The live watermarks have not passed the interval yet: rebuilding now could miss events."""
-
-
-@dataclass(frozen=True)
-class Piece:
-    """One published unit: a merchant and an inclusive payment-time range within one day."""
-
-    merchant: str
-    start_us: int
-    end_us: int
-
-    def as_dict(self) -> dict:
-        return {"merchant": self.merchant, "start": us_to_iso(self.start_us),
-                "end": us_to_iso(self.end_us), "start_us": self.start_us, "end_us": self.end_us}
 
 
 @dataclass
@@ -149,15 +137,6 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append([lo, hi])
     return [(a, b) for a, b in out]
-
-
-def published_pointers(store: Store, pipeline: str = PIPELINE, conn=None) -> list[dict]:
-    p = S.generation_pointers.c
-    stmt = select(S.generation_pointers).where(p.pipeline == pipeline).order_by(
-        p.interval_key, p.interval_start_us)
-    if conn is not None:
-        return [dict(r) for r in conn.execute(stmt).mappings()]
-    return store.rows(stmt)
 
 
 def plan_pieces(store: Store, ranges: Iterable[tuple[str, int, int]],
@@ -365,11 +344,6 @@ def outcome_rows(payments: list[dict], pairs: list[dict]) -> list[dict]:
     return sorted(out, key=lambda r: r["payment_id"])
 
 
-def in_pieces(merchant: str, payment_time: str | int, pieces: Iterable[Piece]) -> bool:
-    t = payment_time if isinstance(payment_time, int) else parse_utc_us(payment_time)
-    return any(p.merchant == merchant and p.start_us <= t <= p.end_us for p in pieces)
-
-
 def build_candidate(store: Store, entry_ids: list[int], con=None,
                     pieces: list[Piece] | None = None, require_watermarks: bool = True
                     ) -> Candidate:
@@ -377,9 +351,6 @@ def build_candidate(store: Store, entry_ids: list[int], con=None,
     warehouse in orchestration, an in-memory one elsewhere). With `pieces` given (a manual
     rebuild) the entry ids only name the queued events the rebuild includes."""
     import duckdb
-
-    # generations builds on this module; import it here rather than at module level.
-    from .generations import published_outcomes, published_pairs
     entries = entries_by_id(store, entry_ids)
     if pieces is None:
         ranges = [r for e in entries for r in affected_ranges(e)]
