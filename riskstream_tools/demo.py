@@ -32,7 +32,8 @@ def join_section(workdir: str) -> list[str]:
     from streaming.pipelines.join import SPEC
     from streaming.store.ops import Store
     from streaming.timeutil import US_PER_MIN
-    from streaming.worker import RunSettings, Worker
+    from streaming.host.loop import Worker
+    from streaming.host.settings import RunSettings
     from .workloads.join_seed import generate
 
     src = os.path.join(workdir, "join_seed")

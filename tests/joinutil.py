@@ -12,7 +12,8 @@ from streaming.contracts import PAYMENT, RISK_SIGNAL, validate
 from streaming.pipelines.join import SPEC
 from streaming.store.ops import Store
 from streaming.timeutil import US_PER_MIN, iso
-from streaming.worker import RunSettings, Worker
+from streaming.host.loop import Worker
+from streaming.host.settings import RunSettings
 
 T0 = datetime(2026, 10, 6, 10, 0, tzinfo=timezone.utc)
 

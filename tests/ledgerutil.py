@@ -16,7 +16,8 @@ from streaming.operators.ledger import LedgerOperator
 from streaming.pipelines.ledger import MERCHANT_CATEGORY, make_spec, run_extra
 from streaming.repairs.ledger import RepairKey
 from streaming.store.ops import Store
-from streaming.worker import RunSettings, Worker
+from streaming.host.loop import Worker
+from streaming.host.settings import RunSettings
 
 TEST_KEY = RepairKey(b"ledger-test-key", "env")
 ENV_KEY = {"RISKSTREAM_REPAIR_KEY": "ledger-test-key"}

@@ -10,7 +10,8 @@ import tempfile
 from pathlib import Path
 
 from streaming.pipelines.join import SPEC
-from streaming.worker import RunSettings, Worker
+from streaming.host.loop import Worker
+from streaming.host.settings import RunSettings
 
 os.environ.setdefault("DO_NOT_TRACK", "1")
 

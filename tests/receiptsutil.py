@@ -17,7 +17,8 @@ from streaming.models.registry import INITIAL_ARTIFACT, Registry
 from streaming.pipelines.receipts import RECEIPT, SPEC
 from streaming.store.ops import Store
 from streaming.timeutil import iso
-from streaming.worker import RunSettings, Worker
+from streaming.host.loop import Worker
+from streaming.host.settings import RunSettings
 
 T0 = datetime(2026, 10, 6, 9, 0, tzinfo=timezone.utc)
 

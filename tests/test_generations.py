@@ -18,7 +18,8 @@ from riskstream_tools.references.join import candidate_pairs
 from streaming.store import schema as S
 from streaming.store.ops import Store, loads
 from streaming.timeutil import US_PER_DAY, US_PER_MIN, parse_utc_us
-from streaming.worker import RunSettings, Worker
+from streaming.host.loop import Worker
+from streaming.host.settings import RunSettings
 
 
 def run_live(seed_dir: str, url: str, end_of_stream: bool = True) -> Store:

@@ -14,7 +14,8 @@ def run_bench(workdir: str, n: int) -> dict:
     from streaming.repairs.ledger import RepairKey, DEV_KEY
     from streaming.store.ops import Store
     from streaming.timeutil import parse_utc_us
-    from streaming.worker import RunSettings, Worker
+    from streaming.host.loop import Worker
+    from streaming.host.settings import RunSettings
     from ..workloads.ledger_seed import generate
 
     src = os.path.join(workdir, f"ledger_bench_{n}")

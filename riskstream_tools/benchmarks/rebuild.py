@@ -99,7 +99,8 @@ def _repair_run(workdir: str) -> float:
     from orchestration.repair import run_pending
 
     from streaming.pipelines.join import SPEC
-    from streaming.worker import RunSettings, Worker
+    from streaming.host.loop import Worker
+    from streaming.host.settings import RunSettings
     from ..workloads.join_seed import generate
     src = os.path.join(workdir, "join_seed")
     url = f"sqlite:///{os.path.join(workdir, 'repair-bench.sqlite')}"

@@ -20,7 +20,8 @@ def _child(src: str, url: str, models: str, trace: bool) -> dict:
 
     from streaming.pipelines.receipts import SPEC
     from streaming.store.ops import Store
-    from streaming.worker import RunSettings, Worker
+    from streaming.host.loop import Worker
+    from streaming.host.settings import RunSettings
 
     store = Store(url)
     if trace:

@@ -13,9 +13,10 @@ def run_demo(workdir: str, store_url: str) -> list[str]:
     from ..references.ledger import reference_totals
     from streaming.repairs.ledger import resolve_key, run_ledger_repairs
     from streaming.store.ops import Store
-    from streaming.throttle import ThrottleSettings
+    from streaming.host.throttle import ThrottleSettings
     from streaming.timeutil import parse_utc_us
-    from streaming.worker import RunSettings, Worker
+    from streaming.host.loop import Worker
+    from streaming.host.settings import RunSettings
     from ..workloads.ledger_seed import generate
 
     key = resolve_key(store_url)

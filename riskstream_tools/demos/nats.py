@@ -34,7 +34,8 @@ def run_demo(workdir: str, store_url: str) -> list[str]:
     from streaming.pipelines.join import SPEC
     from streaming.sources.filelog import SourceError
     from streaming.sources.nats_publish import PublishError, delete_stream, publish_file_log
-    from streaming.worker import RunSettings, Worker
+    from streaming.host.loop import Worker
+    from streaming.host.settings import RunSettings
     from ..workloads.join_seed import generate
 
     server = os.environ.get(NATS_URL_ENV, DEFAULT_SERVER)

@@ -17,7 +17,8 @@ def run_demo(workdir: str, store_url: str) -> list[str]:
     from streaming.pipelines.receipts import SPEC
     from streaming.repairs.receipts import run_receipt_reconciliation
     from streaming.store.ops import Store
-    from streaming.worker import RunSettings, Worker
+    from streaming.host.loop import Worker
+    from streaming.host.settings import RunSettings
     from ..workloads.receipts_seed import generate
 
     src = os.path.join(workdir, "receipts_seed")

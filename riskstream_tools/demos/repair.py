@@ -14,7 +14,8 @@ def run_demo(workdir: str, store_url: str) -> list[str]:
     from streaming.pipelines.join import SPEC
     from streaming.join_rebuild import entry_sets
     from streaming.store.ops import Store
-    from streaming.worker import RunSettings, Worker
+    from streaming.host.loop import Worker
+    from streaming.host.settings import RunSettings
     from ..workloads.join_seed import generate
 
     src = os.path.join(workdir, "join_seed")

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from streaming.pipelines.join import SPEC
 from streaming.store.ops import Store
 from streaming.timeutil import US_PER_MIN
-from streaming.worker import CRASH_POINTS, RunResult, RunSettings, Worker
+from streaming.host.crash import CRASH_POINTS
+from streaming.host.loop import RunResult, Worker
+from streaming.host.settings import RunSettings
 
 REPAIR_MODES = ("dagster", "none")
 

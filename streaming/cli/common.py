@@ -117,7 +117,8 @@ def run_settings(source: str, store_url: str, crash_at: str | None, checkpoint_e
     """RunSettings from a `run` command's shared flags (minutes -> microseconds); a bad
     --crash-at exits with its reason."""
     from ..timeutil import US_PER_MIN
-    from ..worker import RunSettings, parse_crash_at
+    from ..host.crash import parse_crash_at
+    from ..host.settings import RunSettings
     try:
         crash = parse_crash_at(crash_at)
     except ValueError as exc:

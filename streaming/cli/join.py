@@ -7,7 +7,10 @@ import click
 from ..pipelines.join import SPEC
 from ..sources.filelog import SourceError
 from ..store.ops import loads
-from ..worker import CRASH_POINTS, CheckpointMismatch, RunSettings, SourceMismatch, Worker
+from ..host.checkpoints import CheckpointMismatch, SourceMismatch
+from ..host.crash import CRASH_POINTS
+from ..host.loop import Worker
+from ..host.settings import RunSettings
 from .common import (emit_rows, fail, format_option, open_store, progress_bar, run_settings,
                      source_option, store_option)
 

@@ -9,7 +9,7 @@ import click
 import orjson
 
 from ..store.ops import loads
-from ..worker import CRASH_POINTS
+from ..host.crash import CRASH_POINTS
 from .common import (echo_json, emit_rows, fail, format_option, open_store, run_settings,
                      store_option)
 
@@ -41,7 +41,7 @@ def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, ch
     """Run (or resume) the ledger over a file log until it is drained."""
     from ..pipelines.ledger import make_spec, run_extra
     from ..repairs.ledger import RepairKeyMissing, resolve_key
-    from ..throttle import ThrottleSettings
+    from ..host.throttle import ThrottleSettings
     from .join import run_pipeline
     try:
         key = resolve_key(store_url)  # before the store is opened: nothing read or written

@@ -7,7 +7,7 @@ import orjson
 
 from ..models.registry import MODEL_DIR_ENV, DEFAULT_MODEL_DIR, ModelError, Registry
 from ..timeutil import TimeFormatError, parse_utc_us
-from ..worker import CRASH_POINTS
+from ..host.crash import CRASH_POINTS
 from .common import (echo_json, emit_rows, fail, format_option, open_store, run_settings,
                      store_option)
 

@@ -8,7 +8,7 @@ from ..contracts import PAYMENT, RISK_SIGNAL
 from ..operators.interval_join import LATENESS_US, RULE_VERSION, IntervalJoin
 from ..store import schema as S
 from ..store.ops import Store
-from ..worker import PipelineSpec, RunSettings
+from ..host.settings import PipelineSpec, RunSettings
 
 NAME = "join"
 

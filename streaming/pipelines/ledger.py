@@ -7,7 +7,7 @@ from ..contracts import PAYMENT, Contract, FieldSpec, Kind, register
 from ..operators.ledger import (CATEGORIES, MAX_BACKLOG_AGE_US, PAYMENTS, RETENTION_US,
                                 RULE_VERSION, WATERMARK_DELAY_US, LedgerOperator)
 from ..repairs.ledger import RepairKey
-from ..worker import PipelineSpec, RunSettings
+from ..host.settings import PipelineSpec, RunSettings
 
 NAME = "ledger"
 

@@ -16,7 +16,7 @@ from ..operators.receipts import (KIND, LATENESS_US, PIPELINE, RETENTION_US, STA
                                   WINDOW_US, ReceiptScorer)
 from ..store import schema as S
 from ..store.ops import Store, loads
-from ..worker import PipelineSpec, RunSettings
+from ..host.settings import PipelineSpec, RunSettings
 
 RECEIPT = register(Contract(
     topic="receipts",

@@ -1,155 +1,31 @@
-"""The worker host: reads the source, validates, drives an operator, commits each batch (facts,
+"""The host loop: reads the source, validates, drives an operator, commits each batch (facts,
 archive, quarantine, queue, journal, metrics) in one transaction, checkpoints every N records
 and at the end, and restores from the latest checkpoint by replaying the journal.
 
 The host owns I/O, clocks and watermarks; operators are pure state machines. One host serves
-every pipeline through a `PipelineSpec`."""
+every pipeline through a `PipelineSpec`. Checkpoints, journal replay, the metrics snapshot, the
+sink pacer and crash injection each live in their own module of this package."""
 
 from __future__ import annotations
 
 import gc
-import os
-import subprocess
-import sys
 import time
-import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
 
-import orjson
-
-from .contracts import Contract, InvalidRecord, validate
-from .operators.base import Emit
-from .sources.filelog import FileLog, RawRecord
-from .store.ops import BatchWrite, Store, dumps, now_iso
-from .throttle import SinkThrottle, ThrottleSettings
-from .timeutil import NEG_INF, POS_INF, event_date, us_to_iso
-from .watermarks import InputWatermark
-
-SERIALIZER = "orjson+zlib/1"
-CRASH_POINTS = ("after-candidate", "after-sink-write", "before-ack", "during-checkpoint")
-CRASH_EXIT_CODE = 137
-
-
-class CheckpointMismatch(RuntimeError):
-    exit_code = 3
-
-
-class SourceMismatch(RuntimeError):
-    exit_code = 4
-
-
-class Operator(Protocol):
-    pipeline: str
-    state_schema: str
-
-    def on_record(self, rec, out: Emit) -> None: ...
-    def on_watermark(self, topic: str, wm: int, out: Emit) -> None: ...
-    def on_clock(self, clock_us: int, out: Emit) -> None: ...
-    def on_end_of_stream(self, out: Emit) -> None: ...
-    def snapshot(self) -> dict: ...
-    def restore(self, snap: dict) -> None: ...
-    def state_metrics(self) -> dict: ...
-
-
-@dataclass
-class PipelineSpec:
-    name: str
-    contracts: dict[str, Contract]
-    lateness_us: dict[str, int]
-    make_operator: Callable[["RunSettings"], Any]
-    # Called after restore/creation with the store, so the operator can reload host facts
-    # (pending queue entries, published generations).
-    prepare: Callable[[Any, Store], None] | None = None
-    reference_versions: Callable[[Any], dict] | None = None
-    on_batch_committed: Callable[[Any, Store, "BatchWrite"], None] | None = None
-    # Optional: pipeline-specific health/freshness wording added to every metrics snapshot,
-    # called with (operator, snapshot) after the generic fields are filled in.
-    health: Callable[[Any, dict], dict] | None = None
-
-    @property
-    def topics(self) -> list[str]:
-        return list(self.contracts)
-
-
-@dataclass
-class RunSettings:
-    source: str
-    store_url: str
-    checkpoint_every: int = 10000
-    batch_size: int = 5000
-    crash_at: tuple[str, int] | None = None
-    idle_after_us: int | None = None
-    end_of_stream: bool = False
-    ttl_us: int | None = None
-    extra: dict = field(default_factory=dict)
-    # Opt-in pressure test: commit through a sink throttled in worker-clock time.
-    throttle: ThrottleSettings | None = None
-
-    def describe(self) -> dict:
-        return {"source": redact(self.source), "store": redact(self.store_url),
-                "checkpoint_every": self.checkpoint_every, "batch_size": self.batch_size,
-                "crash_at": f"{self.crash_at[0]}:{self.crash_at[1]}" if self.crash_at else None,
-                "idle_after_us": self.idle_after_us, "end_of_stream": self.end_of_stream,
-                "ttl_us": self.ttl_us,
-                **({"throttle": self.throttle.describe()} if self.throttle else {}),
-                **self.extra}
-
-
-def redact(url: str) -> str:
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url
-
-
-def parse_crash_at(value: str | None) -> tuple[str, int] | None:
-    if not value:
-        return None
-    point, _, k = value.partition(":")
-    if point not in CRASH_POINTS or not k.isdigit() or int(k) < 1:
-        raise ValueError(f"--crash-at must be one of {', '.join(CRASH_POINTS)} followed by :K "
-                         f"(K >= 1), got {value!r}")
-    return point, int(k)
-
-
-class CrashInjector:
-    """Ends the process at once (no cleanup, exit 137) at the K-th occurrence of a point."""
-
-    def __init__(self, spec: tuple[str, int] | None):
-        self.spec = spec
-        self.counts = {p: 0 for p in CRASH_POINTS}
-
-    def hit(self, point: str) -> None:
-        self.counts[point] += 1
-        if self.spec and self.spec[0] == point and self.counts[point] == self.spec[1]:
-            sys.stdout.flush()
-            sys.stderr.write(f"crash injected at {point}:{self.spec[1]}\n")
-            sys.stderr.flush()
-            os._exit(CRASH_EXIT_CODE)
-
-
-_CODE_REV: str | None = None
-
-
-def code_revision() -> str:
-    global _CODE_REV
-    if _CODE_REV is None:
-        here = os.path.dirname(os.path.abspath(__file__))
-        try:
-            rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                                 text=True, timeout=5).stdout.strip()
-            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                   cwd=here, capture_output=True, text=True,
-                                   timeout=5).stdout.strip()
-            _CODE_REV = (rev + ("+dirty" if dirty else "")) if rev else "unknown"
-        except (OSError, subprocess.SubprocessError):
-            _CODE_REV = "unknown"
-    return _CODE_REV
-
-
-def tp_str(topic: str, partition: int) -> str:
-    return f"{topic}:{partition}"
+from ..contracts import InvalidRecord, validate
+from ..operators.base import Emit, Quarantined
+from ..sources import open_source
+from ..sources.filelog import RawRecord
+from ..store.ops import BatchWrite, Store, dumps, now_iso
+from ..timeutil import NEG_INF, event_date
+from ..watermarks import InputWatermark
+from .checkpoints import read_checkpoint, tp_str, verified_positions, write_checkpoint
+from .crash import CrashInjector
+from .journal import journaled_batch
+from .metrics import metrics_snapshot
+from .settings import TP, Operator, PipelineSpec, RunSettings, Source
+from .throttle import SinkThrottle
 
 
 @dataclass
@@ -177,10 +53,10 @@ class Worker:
         self.store = store or Store(settings.store_url)
         self.progress = progress
         self.crash = CrashInjector(settings.crash_at)
-        self.source: FileLog | None = None
-        self.op = None
+        self.op: Operator = spec.make_operator(settings)
+        self.source: Source  # opened by run(), once the checkpoint is known to be readable
         self.wms: dict[str, InputWatermark] = {}
-        self.positions: dict[tuple[str, int], int] = {}
+        self.positions: dict[TP, int] = {}
         self.clock = NEG_INF
         self.stream_start = NEG_INF
         self.seq = 0
@@ -193,57 +69,24 @@ class Worker:
         self.replaying = False
         self.source_head_us: int | None = None
 
+    @property
+    def restored_from(self) -> int | None:
+        return self.result.restored_from
+
     # ------------------------------------------------------------------ set-up
-    def _open_source(self) -> FileLog:
-        from .sources import open_source
+    def _open_source(self) -> Source:
         arrival = {t: c.arrival_time_field for t, c in self.spec.contracts.items()}
         return open_source(self.settings.source, self.spec.topics, arrival)
 
-    def _check_checkpoint(self) -> dict | None:
-        """Refuse before reading or writing anything when the state format is not ours."""
-        ck = self.store.latest_checkpoint(self.spec.name)
-        self.op = self.spec.make_operator(self.settings)
-        if ck is None:
-            return None
-        if ck["serializer"] != SERIALIZER or ck["state_schema"] != self.op.state_schema:
-            raise CheckpointMismatch(
-                f"checkpoint {ck['id']} of pipeline {self.spec.name!r} was written with serializer "
-                f"{ck['serializer']!r} and state schema {ck['state_schema']!r}; this code reads "
-                f"{SERIALIZER!r} / {self.op.state_schema!r}. Refusing to start: nothing was read "
-                f"or written. Migrate the checkpoint or start a new store.")
-        try:
-            ck["decoded"] = orjson.loads(zlib.decompress(ck["state"]))
-        except (zlib.error, orjson.JSONDecodeError) as exc:
-            raise CheckpointMismatch(f"checkpoint {ck['id']} cannot be decoded: {exc}") from None
-        return ck
-
-    def _restore(self, ck: dict | None) -> None:
+    def _restore(self, source: Source, ck: dict | None) -> None:
         if ck is None:
             for t in self.spec.topics:
-                self.wms[t] = InputWatermark(t, self.source.partition_counts[t],
+                self.wms[t] = InputWatermark(t, source.partition_counts[t],
                                              self.spec.lateness_us[t])
-            self.positions = {tp: 0 for tp in self.source.tps()}
+            self.positions = {tp: 0 for tp in source.tps()}
             return
         state = ck["decoded"]
-        src = state["source"]
-        if src["partitions"] != self.source.partition_counts:
-            raise SourceMismatch(
-                f"source partitions {self.source.partition_counts} differ from the checkpoint's "
-                f"{src['partitions']}: the log was repartitioned; restore refused")
-        # Sources that know their own identity (a broker stream) judge the rest of it.
-        refusal = getattr(self.source, "restore_refusal", None)
-        reason = refusal(src) if refusal is not None else None
-        if reason:
-            raise SourceMismatch(f"{reason}: restore refused")
-        positions = {tuple(k.rsplit(":", 1)): v for k, v in state["positions"].items()}
-        self.positions = {(t, int(p)): v for (t, p), v in positions.items()}
-        for tp, off in self.positions.items():
-            want = src["fingerprints"][tp_str(*tp)]
-            got = self.source.fingerprint(tp, off)
-            if want != got:
-                raise SourceMismatch(
-                    f"partition {tp_str(*tp)} changed before offset {off} since checkpoint "
-                    f"{ck['id']} (fingerprint {got[:12]} != {want[:12]}): restore refused")
+        self.positions = verified_positions(ck, source)
         self.op.restore(state["operator"])
         self.wms = {t: InputWatermark.restore(s) for t, s in state["watermarks"].items()}
         self.clock = state["clock"]
@@ -256,9 +99,10 @@ class Worker:
     # ------------------------------------------------------------------ the loop
     def run(self) -> RunResult:
         t0 = time.perf_counter()
-        ck = self._check_checkpoint()
+        # Refuse before reading or writing anything when the state format is not ours.
+        ck = read_checkpoint(self.store, self.spec.name, self.op.state_schema)
         self.source = self._open_source()
-        self._restore(ck)
+        self._restore(self.source, ck)
         # The recording and restored state live for the whole run: move them out of the cyclic
         # collector's sight, and collect young objects less often (the hot loop allocates many
         # short-lived dicts and none of them form cycles). Measured: about a third of operator
@@ -342,21 +186,7 @@ class Worker:
         return head
 
     def _replay_entry(self, entry: dict) -> int:
-        runs = orjson.loads(entry["order_runs"])
-        decisions = orjson.loads(entry["idleness"])
-        raws: list[RawRecord] = []
-        cursor = dict(self.positions)
-        for tps, count in runs:
-            topic, part = tps.rsplit(":", 1)
-            tp = (topic, int(part))
-            off = cursor[tp]
-            if off + count > self.source.end_offset(tp):
-                raise SourceMismatch(f"journal batch {entry['seq']} consumed {tps} up to "
-                                     f"{off + count - 1} but the log ends at "
-                                     f"{self.source.end_offset(tp) - 1}: restore refused")
-            for i in range(count):
-                raws.append(self.source.read_at(tp, off + i))
-            cursor[tp] = off + count
+        raws, decisions = journaled_batch(entry, self.source, self.positions)
         self._run_batch(raws, decisions, end_of_stream=bool(entry["end_of_stream"]),
                         seq=entry["seq"])
         return len(raws)
@@ -493,91 +323,20 @@ class Worker:
 
     # ------------------------------------------------------------------ checkpoints
     def _checkpoint(self) -> None:
-        t0 = time.perf_counter()
-        op_state = self.op.snapshot()
-        fps = {tp_str(*tp): self.source.fingerprint(tp, off) for tp, off in self.positions.items()}
-        state = {
-            "operator": op_state,
-            "watermarks": {t: w.snapshot() for t, w in self.wms.items()},
-            "positions": {tp_str(*tp): off for tp, off in self.positions.items()},
-            "source": {**self.source.identity(), "fingerprints": fps},
-            "clock": self.clock, "stream_start": self.stream_start,
-            "journal_seq": self.seq, "records_total": self.records_total, "ended": self.ended,
-        }
-        blob = zlib.compress(orjson.dumps(state, option=orjson.OPT_NON_STR_KEYS), 3)
-        sm = self.op.state_metrics()
-        meta = {
-            "pipeline": self.spec.name, "journal_seq": self.seq,
-            "positions": state["positions"], "source": state["source"],
-            "watermarks": {t: us_to_iso(w.wm) for t, w in self.wms.items()},
-            "idle_partitions": {t: [p for p, i in enumerate(w.idle) if i]
-                                for t, w in self.wms.items()},
-            "rule_version": getattr(self.op, "rule_version", None),
-            "reference_versions": (self.spec.reference_versions(self.op)
-                                   if self.spec.reference_versions else {}),
-            "serializer": SERIALIZER, "state_schema": self.op.state_schema,
-            "code_revision": code_revision(), "state_bytes": sm.get("state_bytes"),
-            "state_records": sm.get("state_records"), "records_total": self.records_total,
-            "clock": us_to_iso(self.clock) if self.clock > NEG_INF else None,
-            "end_of_stream": self.ended,
-        }
-        duration_ms = int((time.perf_counter() - t0) * 1000)
-        meta["size_bytes"] = len(blob)
-        meta["duration_ms"] = duration_ms
-        row = {"pipeline": self.spec.name, "journal_seq": self.seq, "serializer": SERIALIZER,
-               "state_schema": self.op.state_schema, "meta": dumps(meta), "state": blob,
-               "size_bytes": len(blob), "duration_ms": duration_ms, "created_at": now_iso()}
-        self.store.write_checkpoint(row, mid_write=lambda: self.crash.hit("during-checkpoint"))
-        self.last_ckpt = {"id_journal_seq": self.seq, "size_bytes": len(blob),
-                          "duration_ms": duration_ms}
+        self.last_ckpt = write_checkpoint(
+            self.store, self.spec, self.op, self.source, self.wms, self.positions,
+            clock=self.clock, stream_start=self.stream_start, seq=self.seq,
+            records_total=self.records_total, ended=self.ended,
+            mid_write=lambda: self.crash.hit("during-checkpoint"))
         self.since_ckpt = 0
         self.result.checkpoints += 1
 
     # ------------------------------------------------------------------ metrics
     def _metrics_snapshot(self, out: Emit | None = None) -> dict:
-        sm = self.op.state_metrics() if self.op is not None else {}
-        parts = {t: [us_to_iso(w.partition_wm(p)) if w.max_event[p] > NEG_INF else None
-                     for p in range(len(w.max_event))] for t, w in self.wms.items()}
-        snap = {
-            "clock": us_to_iso(self.clock) if self.clock > NEG_INF else None,
-            "records_total": self.records_total,
-            "input_wm": {t: w.wm for t, w in self.wms.items()},
-            "input_wm_iso": {t: us_to_iso(w.wm) for t, w in self.wms.items()},
-            "partition_wm": parts,
-            "idle_partitions": {t: [p for p, i in enumerate(w.idle) if i]
-                                for t, w in self.wms.items()},
-            "checkpoint": dict(self.last_ckpt),
-            "state": sm,
-        }
-        if hasattr(self.op, "keyed_counts"):
-            kc = self.op.keyed_counts()
-            top = sorted(kc.items(), key=lambda kv: (-(kv[1]["bytes"]), kv[0]))[:5]
-            snap["top_keys"] = dict(top)
-        if out is not None:
-            snap["batch"] = {"facts": len(out.facts), "queued": len(out.queue),
-                             "quarantined": len(out.quarantine)}
-        # Process health and event-time freshness are reported apart: a restored, healthy
-        # process can still be far behind the source in event time.
-        snap["process"] = {"restored_from_checkpoint": self.result.restored_from,
-                           "replaying_journal": self.replaying}
-        snap["source_head"] = us_to_iso(self.source_head_us)
-        snap["source_head_us"] = self.source_head_us
-        read_clock = self.clock
-        if self.throttle is not None:
-            bm = self.throttle.backlog_metrics()
-            snap["backlog"] = bm
-            if self.throttle.now_us is not None:
-                read_clock = max(read_clock, self.throttle.now_us)
-        snap["event_time_lag_s"] = {
-            t: ((read_clock - w.wm) / 1e6 if NEG_INF < w.wm < POS_INF and read_clock > NEG_INF
-                else None) for t, w in self.wms.items()}
-        if self.spec.health is not None and self.op is not None:
-            snap.update(self.spec.health(self.op, snap))
-        return snap
+        return metrics_snapshot(self, out)
 
 
-def _quarantined(raw: RawRecord, reason: str, detail: str):
-    from .operators.base import Quarantined
+def _quarantined(raw: RawRecord, reason: str, detail: str) -> Quarantined:
     try:
         text = raw.line.decode("utf-8")
     except UnicodeDecodeError:

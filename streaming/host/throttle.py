@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from .timeutil import US_PER_S, us_to_iso
+from ..timeutil import US_PER_S, us_to_iso
 
 
 @dataclass(frozen=True)
