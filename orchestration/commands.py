@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import click
 
-from streaming.cli.common import fail, needs_extra, open_store, store_option
+from streaming.store.ops import open_store
+from streaming.cli.common import fail, needs_extra, store_option
 from streaming.join_published import generation_rows
 
 warehouse_option = click.option(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 import orjson
 
-from streaming.cli.common import needs_extra, open_store, store_option
+from streaming.store.ops import open_store
+from streaming.cli.common import needs_extra, require_extra, store_option
 
 
 @click.command("incident")
@@ -19,6 +20,8 @@ from streaming.cli.common import needs_extra, open_store, store_option
 def incident(store_url, fmt, out_path, pictures_dir):
     """The incident packet: ranges, revisions, counts, gaps, repairs, exceptions, disconnects."""
     from ..incidents.receipts import incident_packet, render_text
+    if pictures_dir:
+        require_extra("evidence", "matplotlib")
     store = open_store(store_url)
     packet = incident_packet(store)
     if pictures_dir:

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from streaming.cli.common import fail, needs_extra
+from streaming.cli.common import fail, needs_extra, require_extra
 from streaming.timeutil import US_PER_MIN
 
 from ..evidence.join_runs import REPAIR_MODES, EvidenceSettings
@@ -36,6 +36,9 @@ def evidence(source, out_dir, store_dir, batch_size, checkpoint_every, idle_afte
              repair):
     """Run the worker in the configurations the join's claims need and write the packet.
     Exits 1 when any check does not hold (the packet is written either way)."""
+    require_extra("evidence", "matplotlib", "duckdb")
+    if repair == "dagster":
+        require_extra("orchestration", "dagster", "dagster_dbt")
     with needs_extra("evidence"):
         from ..evidence.join import run_evidence  # matplotlib and DuckDB load only here
     try:

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from streaming.cli.common import fail, needs_extra
+from streaming.cli.common import fail, needs_extra, require_extra
 
 CHECK_FAILED_EXIT = 1
 
@@ -31,6 +31,7 @@ def evidence(out_dir, seed, payments, pressure_seed, pressure_payments, pressure
     """Run the seed scenario and the throttled pressure run on fresh SQLite stores and write
     the packet. Exits 1 when any check does not hold (the packet is written either way)."""
     from streaming.repairs.ledger import RepairKeyMissing
+    require_extra("evidence", "matplotlib")
     with needs_extra("evidence"):
         from ..evidence.ledger import LedgerEvidenceSettings, run_ledger_evidence
     try:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 from datetime import timezone
 
-from streaming.timeutil import parse_utc_us
-from streaming.timeutil import us_to_dt as _aware
+from streaming.timeutil import parse_utc_us, us_to_dt
 
 
-def us_to_dt(us: int):
+def naive_utc(us: int):
     """Naive UTC datetimes: matplotlib reads them as UTC, and numpy keeps no zone anyway."""
-    return _aware(us).replace(tzinfo=None)
+    return us_to_dt(us).replace(tzinfo=None)
+
 
 RUN_STYLE = {"default": {"label": "default (no idleness)", "color": "#c0392b", "ls": "-"},
              "idle_after": {"label": "idle_after = 60 min", "color": "#2471a3", "ls": "--"}}
@@ -44,15 +44,15 @@ def _live(series: list[dict]) -> list[dict]:
 
 
 def _xs(points: list[dict]) -> list:
-    return [us_to_dt(p["clock_us"]) for p in points]
+    return [naive_utc(p["clock_us"]) for p in points]
 
 
 def _ys(points: list[dict], field: str) -> list:
-    return [us_to_dt(p[field]) if p[field] is not None else None for p in points]
+    return [naive_utc(p[field]) if p[field] is not None else None for p in points]
 
 
 def _mark_burst(ax, burst_iso: str, label: bool) -> None:
-    ax.axvline(us_to_dt(parse_utc_us(burst_iso)), color="#555", lw=0.8, ls=":",
+    ax.axvline(naive_utc(parse_utc_us(burst_iso)), color="#555", lw=0.8, ls=":",
                label="idle partition's backlog arrives" if label else None)
 
 
@@ -119,7 +119,7 @@ def idle_partition(path: str, idle: dict) -> dict:
     xs = _xs(d)
     n = max((len(p["risk_partition_wm_us"]) for p in d), default=0)
     for part in range(n):
-        ys = [us_to_dt(p["risk_partition_wm_us"][part])
+        ys = [naive_utc(p["risk_partition_wm_us"][part])
               if part < len(p["risk_partition_wm_us"]) and p["risk_partition_wm_us"][part]
               else None for p in d]
         # Drawn over the input watermarks: a partition that sets the minimum stays visible.
@@ -142,7 +142,7 @@ def idle_partition(path: str, idle: dict) -> dict:
     if start is not None:
         spans.append((start, i[-1]["clock_us"]))
     for k, (a, b) in enumerate(spans):
-        ax.axvspan(us_to_dt(a), us_to_dt(b), color="#2471a3", alpha=0.08,
+        ax.axvspan(naive_utc(a), naive_utc(b), color="#2471a3", alpha=0.08,
                    label=f"partition {target} idle (idle_after run)" if k == 0 else None)
     _mark_burst(ax, idle["burst_at"], True)
     ax.set_ylabel("watermark (event time, UTC)")

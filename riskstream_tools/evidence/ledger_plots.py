@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from streaming.timeutil import parse_utc_us
-from .join_plots import _figure, _save, us_to_dt
+from .join_plots import _figure, _save, naive_utc
 
 PHASE_COLORS = {"throttled": "#c0392b", "capacity": "#27ae60"}
 STATUS_COLORS = {"provisional": "#95a5a6", "revised": "#2471a3", "final": "#8e44ad",
@@ -30,11 +30,11 @@ def _seconds_axis(ax) -> None:
 def _phases(ax, report: dict, start, end, label: bool) -> None:
     limit_at = report.get("limit_reached_at")
     drained_at = report.get("drained_at")
-    cut = us_to_dt(parse_utc_us(limit_at)) if limit_at else end
+    cut = naive_utc(parse_utc_us(limit_at)) if limit_at else end
     ax.axvspan(start, cut, color=PHASE_COLORS["throttled"], alpha=0.07,
                label=f"throttled: sink {report['sink_rate']:g} rec/s" if label else None)
     if limit_at:
-        stop = us_to_dt(parse_utc_us(drained_at)) if drained_at else end
+        stop = naive_utc(parse_utc_us(drained_at)) if drained_at else end
         cap = report.get("sink_capacity")
         ax.axvspan(cut, stop, color=PHASE_COLORS["capacity"], alpha=0.09,
                    label=(f"capacity: sink {cap:g} rec/s" if cap is not None
@@ -42,7 +42,7 @@ def _phases(ax, report: dict, start, end, label: bool) -> None:
         ax.axvline(cut, color=PHASE_COLORS["throttled"], lw=1.0, ls="--",
                    label=f"limit reached {limit_at[11:23]}" if label else None)
     if drained_at:
-        ax.axvline(us_to_dt(parse_utc_us(drained_at)), color=PHASE_COLORS["capacity"], lw=1.2,
+        ax.axvline(naive_utc(parse_utc_us(drained_at)), color=PHASE_COLORS["capacity"], lw=1.2,
                    ls="-.", label=f"drained {drained_at[11:19]}" if label else None)
 
 
@@ -50,8 +50,8 @@ def backlog_drain(path: str, backlog: dict) -> dict:
     report, trace = backlog["report"], backlog["trace"]
     fig, (ax_n, ax_a) = _figure(2, "Ledger pressure run: backlog fill and drain over worker "
                                    "clock")
-    xs = [us_to_dt(p["clock_us"]) for p in trace]
-    start = us_to_dt(parse_utc_us(trace[0]["clock"])) if trace else None
+    xs = [naive_utc(p["clock_us"]) for p in trace]
+    start = naive_utc(parse_utc_us(trace[0]["clock"])) if trace else None
     end = xs[-1] if xs else None
     for ax in (ax_n, ax_a):
         if trace:
@@ -62,7 +62,7 @@ def backlog_drain(path: str, backlog: dict) -> dict:
     if limit is not None:
         ax_n.axhline(limit, color="#7f8c8d", lw=1.0, ls=":", label=f"backlog limit {limit}")
     if report.get("peak_at"):
-        ax_n.plot([us_to_dt(parse_utc_us(report["peak_at"]))], [report["peak_backlog"]],
+        ax_n.plot([naive_utc(parse_utc_us(report["peak_at"]))], [report["peak_backlog"]],
                   marker="v", color=PHASE_COLORS["throttled"], ms=8, ls="none",
                   label=f"peak {report['peak_backlog']} (per record, throttle report)")
     ax_n.set_ylabel("records read, not committed")

@@ -22,7 +22,7 @@ from streaming.store.ops import Store, loads
 from streaming.timeutil import NEG_INF, POS_INF, US_PER_MIN, parse_utc_us, us_to_iso
 
 from ..incidents.receipts import HELD_LAG_US, _median, disconnects
-from .join_plots import _figure, _save, us_to_dt
+from .join_plots import _figure, _save, naive_utc
 
 HELD_COLOR = "#c0392b"
 OK_COLOR = "#7f8c8d"
@@ -81,11 +81,11 @@ def incident_timeline(path: str, uploads: list[dict], found: list[dict]) -> dict
     for k, d in enumerate(found):
         y = row[d["store_id"]]
         start, end = parse_utc_us(d["offline_from"]), parse_utc_us(d["reconnected_at"])
-        ax.fill_between([us_to_dt(start), us_to_dt(end)], y - 0.45, y + 0.45, color=HELD_COLOR,
+        ax.fill_between([naive_utc(start), naive_utc(end)], y - 0.45, y + 0.45, color=HELD_COLOR,
                         alpha=0.15, label="inferred disconnect (offline by .. reconnected)"
                         if k == 0 else None)
         if d["last_online_receipt"]:
-            ax.fill_between([us_to_dt(parse_utc_us(d["last_online_receipt"])), us_to_dt(start)],
+            ax.fill_between([naive_utc(parse_utc_us(d["last_online_receipt"])), naive_utc(start)],
                             y - 0.45, y + 0.45, color=HELD_COLOR, alpha=0.05, hatch="//",
                             label="still online .. offline by (uncertain)" if k == 0 else None)
     for held in (False, True):
@@ -93,13 +93,13 @@ def incident_timeline(path: str, uploads: list[dict], found: list[dict]) -> dict
         color = HELD_COLOR if held else OK_COLOR
         label = "held back (lag > shard normal + 3 min)" if held else "receipt"
         for u in pts:
-            ax.plot([us_to_dt(u["occurred_us"]), us_to_dt(u["uploaded_us"])],
+            ax.plot([naive_utc(u["occurred_us"]), naive_utc(u["uploaded_us"])],
                     [row[u["store_id"]]] * 2, color=color, lw=0.6 if not held else 0.9,
                     alpha=0.5 if not held else 0.8)
-        ax.plot([us_to_dt(u["occurred_us"]) for u in pts], [row[u["store_id"]] for u in pts],
+        ax.plot([naive_utc(u["occurred_us"]) for u in pts], [row[u["store_id"]] for u in pts],
                 ls="none", marker="o", ms=2.5 if not held else 4, color=color,
                 label=f"{label}: occurred")
-        ax.plot([us_to_dt(u["uploaded_us"]) for u in pts], [row[u["store_id"]] for u in pts],
+        ax.plot([naive_utc(u["uploaded_us"]) for u in pts], [row[u["store_id"]] for u in pts],
                 ls="none", marker="|", ms=7, color=color, label=f"{label}: uploaded")
     ax.set_yticks(range(len(stores)))
     ax.set_yticklabels([f"{s} (p{next(u['partition'] for u in uploads if u['store_id'] == s)})"
@@ -117,7 +117,7 @@ def incident_timeline(path: str, uploads: list[dict], found: list[dict]) -> dict
         if u["partition"] not in shards:
             continue
         mine = any(u["store_id"] == d["store_id"] for d in found)
-        ax_lag.plot(us_to_dt(u["occurred_us"]),
+        ax_lag.plot(naive_utc(u["occurred_us"]),
                     (u["uploaded_us"] - u["occurred_us"]) / US_PER_MIN, ls="none", marker="o",
                     ms=4 if mine else 2.5,
                     color=HELD_COLOR if u["receipt_id"] in held_ids else
@@ -126,8 +126,8 @@ def incident_timeline(path: str, uploads: list[dict], found: list[dict]) -> dict
         ax_lag.axhline((normal[p] + HELD_LAG_US) / US_PER_MIN, color="#555", ls="--", lw=1,
                        label=f"p{p}: normal lag {normal[p] / 1e6:.0f}s + 3 min = held threshold")
     for k, d in enumerate(found):
-        ax_lag.axvspan(us_to_dt(parse_utc_us(d["offline_from"])),
-                       us_to_dt(parse_utc_us(d["reconnected_at"])), color=HELD_COLOR, alpha=0.12,
+        ax_lag.axvspan(naive_utc(parse_utc_us(d["offline_from"])),
+                       naive_utc(parse_utc_us(d["reconnected_at"])), color=HELD_COLOR, alpha=0.12,
                        label=f"{d['store_id']} offline {d['offline_from'][11:19]}.."
                              f"{d['reconnected_at'][11:19]} ({d['held_receipts']} held)")
     ax_lag.plot([], [], ls="none", marker="o", color="#34495e",
@@ -152,15 +152,15 @@ def incident_timeline(path: str, uploads: list[dict], found: list[dict]) -> dict
 
 
 def _watermark_panel(ax, xs, trace, ok, late) -> None:
-    ax.plot([us_to_dt(u["uploaded_us"]) for u in ok], [us_to_dt(u["occurred_us"]) for u in ok],
+    ax.plot([naive_utc(u["uploaded_us"]) for u in ok], [naive_utc(u["occurred_us"]) for u in ok],
             ls="none", marker=".", ms=3, color=OK_COLOR, alpha=0.6,
             label="receipt at (upload, occurrence)")
-    ax.plot([us_to_dt(u["uploaded_us"]) for u in late],
-            [us_to_dt(u["occurred_us"]) for u in late], ls="none", marker="x", ms=6,
+    ax.plot([naive_utc(u["uploaded_us"]) for u in late],
+            [naive_utc(u["occurred_us"]) for u in late], ls="none", marker="x", ms=6,
             color=HELD_COLOR, label="beyond the allowed delay: reconciliation record")
-    ax.plot(xs, [us_to_dt(p["watermark_us"]) for p in trace], drawstyle="steps-post",
+    ax.plot(xs, [naive_utc(p["watermark_us"]) for p in trace], drawstyle="steps-post",
             color=WM_COLOR, lw=2, label="input watermark (min over shards)")
-    ax.plot(xs, [us_to_dt(p["watermark_us"] - TOLERANCE_US) for p in trace],
+    ax.plot(xs, [naive_utc(p["watermark_us"] - TOLERANCE_US) for p in trace],
             drawstyle="steps-post", color=WM_COLOR, lw=1, ls="--",
             label="watermark - 5 min: allowed delay")
     if xs:
@@ -180,7 +180,7 @@ def backlog(path: str, uploads: list[dict], trace: list[dict], found: list[dict]
         ax.sharex(ax_w)
     fig.suptitle("Receipt scorer over the worker clock: watermark, event-time lag and waiting "
                  "receipts", fontsize=13)
-    xs = [us_to_dt(p["clock_us"]) for p in trace]
+    xs = [naive_utc(p["clock_us"]) for p in trace]
     ok = [u for u in uploads if not u["reconciliation"]]
     late = [u for u in uploads if u["reconciliation"]]
     _watermark_panel(ax_w, xs, trace, ok, late)
@@ -193,7 +193,7 @@ def backlog(path: str, uploads: list[dict], trace: list[dict], found: list[dict]
         _watermark_panel(ax_z, xs[k0:k1], trace[k0:k1],
                          [u for u in ok if lo <= u["uploaded_us"] <= hi],
                          [u for u in late if lo <= u["uploaded_us"] <= hi])
-        ax_z.set_xlim(us_to_dt(lo), us_to_dt(hi))
+        ax_z.set_xlim(naive_utc(lo), naive_utc(hi))
         ax_z.set_title(f"the surge up close: {us_to_iso(lo)[11:16]}..{us_to_iso(hi)[11:16]}",
                        fontsize=10)
         from matplotlib.dates import DateFormatter, MinuteLocator
@@ -215,7 +215,7 @@ def backlog(path: str, uploads: list[dict], trace: list[dict], found: list[dict]
     for k, d in enumerate(found):
         a, b = (parse_utc_us(t) for t in d["uploads_arrived"])
         for ax in (ax_w, ax_l, ax_p, ax_z):
-            ax.axvspan(us_to_dt(a), us_to_dt(max(b, a + 60_000_000)), color=HELD_COLOR,
+            ax.axvspan(naive_utc(a), naive_utc(max(b, a + 60_000_000)), color=HELD_COLOR,
                        alpha=0.25, label=(f"surge: {d['store_id']} reconnects, "
                                           f"{d['held_receipts']} held receipts uploaded "
                                           f"{d['uploads_arrived'][0][11:19]}.."

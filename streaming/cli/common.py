@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import os
 import sys
@@ -11,7 +12,7 @@ from contextlib import contextmanager
 import click
 import orjson
 
-from ..store.ops import DEFAULT_STORE_URL, Store
+from ..store.ops import DEFAULT_STORE_URL
 
 store_option = click.option(
     "--store", "store_url", envvar="RISKSTREAM_STORE_URL", default=DEFAULT_STORE_URL,
@@ -49,6 +50,15 @@ EXTRA_MODULES = {
 }
 
 
+def require_extra(extra: str, *modules: str) -> None:
+    """Before a command starts work: end it with one clear line when a module it will need
+    (one of the extra's) is not installed."""
+    for name in modules:
+        if importlib.util.find_spec(name) is None:
+            fail(f"this command needs the [{extra}] extra ({name} is not installed): "
+                 f"pip install 'riskstream[{extra}]'")
+
+
 @contextmanager
 def needs_extra(extra: str):
     """Turn a missing optional dependency into one clear line and exit code 2, naming the extra
@@ -60,10 +70,6 @@ def needs_extra(extra: str):
             raise
         fail(f"this command needs the [{extra}] extra ({exc.name} is not installed): "
              f"pip install 'riskstream[{extra}]'")
-
-
-def open_store(url: str) -> Store:
-    return Store(url)
 
 
 def emit_rows(rows: list[dict], columns: list[str], fmt: str) -> None:

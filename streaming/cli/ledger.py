@@ -8,10 +8,9 @@ import os
 import click
 import orjson
 
-from ..store.ops import loads
+from ..store.ops import loads, open_store
 from ..host.crash import CRASH_POINTS
-from .common import (echo_json, emit_rows, fail, format_option, open_store, run_settings,
-                     store_option)
+from .common import echo_json, emit_rows, fail, format_option, run_settings, store_option
 
 WINDOW_COLUMNS = ["account_id", "event_hour", "revision", "total_cents", "payment_count",
                   "risk_count", "status", "fact_key", "predecessor_key"]

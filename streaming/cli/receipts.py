@@ -8,8 +8,8 @@ import orjson
 from ..models.registry import MODEL_DIR_ENV, DEFAULT_MODEL_DIR, ModelError, Registry
 from ..timeutil import TimeFormatError, parse_utc_us
 from ..host.crash import CRASH_POINTS
-from .common import (echo_json, emit_rows, fail, format_option, open_store, run_settings,
-                     store_option)
+from ..store.ops import open_store
+from .common import echo_json, emit_rows, fail, format_option, run_settings, store_option
 
 DECISION_COLUMNS = ["receipt_id", "scoring_revision", "model_revision", "score", "decision",
                     "feature_count_7m", "feature_amount_7m", "watermark", "state_cutoff",
