@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import click
 
-from streaming.store.ops import open_store
 from streaming.cli.common import fail, needs_extra, store_option
 from streaming.join_published import generation_rows
+from streaming.store.ops import open_store
 
 warehouse_option = click.option(
     "--warehouse", "warehouse_path", envvar="RISKSTREAM_DUCKDB_PATH",

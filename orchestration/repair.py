@@ -5,7 +5,6 @@ pipelines have pending work (for scripts, the demo and CI)."""
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass
 
 from dagster import DagsterInstance

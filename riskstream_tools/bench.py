@@ -50,12 +50,13 @@ def _join_inputs(src: str):
 
 
 def bench_join(workdir: str, n: int, naive_n: int) -> dict:
+    from streaming.cli.join import pair_rows
     from streaming.operators.base import Emit
     from streaming.operators.interval_join import LATENESS_US, IntervalJoin
-    from .references.join import candidate_pairs, fast_candidate_pairs
     from streaming.store.ops import Store
-    from streaming.cli.join import pair_rows
     from streaming.watermarks import InputWatermark
+
+    from .references.join import candidate_pairs, fast_candidate_pairs
     from .workloads.join_seed import generate_bulk
 
     out: dict = {"events": n}

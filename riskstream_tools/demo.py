@@ -29,11 +29,12 @@ def _store(workdir: str, name: str) -> str:
 
 def join_section(workdir: str) -> list[str]:
     from streaming.cli.join import outcome_rows, pair_rows
+    from streaming.host.loop import Worker
+    from streaming.host.settings import RunSettings
     from streaming.pipelines.join import SPEC
     from streaming.store.ops import Store
     from streaming.timeutil import US_PER_MIN
-    from streaming.host.loop import Worker
-    from streaming.host.settings import RunSettings
+
     from .workloads.join_seed import generate
 
     src = os.path.join(workdir, "join_seed")

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from sqlalchemy import and_, delete, select, update
 
-from .operators.base import Fact
-from .operators.interval_join import RULE_VERSION, pair_fact_key
 from .join_published import PIPELINE
 from .join_rebuild import Candidate
+from .operators.base import Fact
+from .operators.interval_join import RULE_VERSION, pair_fact_key
 from .store import schema as S
 from .store import tables_generations as T
 from .store.ops import Store, dumps, loads, now_iso, upsert, write_facts
 from .timeutil import parse_utc_us
+
 
 class GenerationConflict(RuntimeError):
     """The pointers moved since the candidate was built: publish nothing, rebuild instead."""

@@ -26,8 +26,7 @@ from sqlalchemy import select
 
 from .join_published import (PIPELINE, Piece, in_pieces, published_outcomes, published_pairs,
                              published_pointers)
-from .operators.interval_join import (LOWER_US, PAYMENTS, RULE_VERSION, SIGNALS, UPPER_US,
-                                      pair_id)
+from .operators.interval_join import LOWER_US, PAYMENTS, RULE_VERSION, SIGNALS, UPPER_US, pair_id
 from .store import schema as S
 from .store.ops import Store, loads
 from .timeutil import US_PER_DAY, US_PER_MIN, event_date, parse_utc_us, us_to_iso

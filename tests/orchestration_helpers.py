@@ -9,9 +9,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from streaming.pipelines.join import SPEC
 from streaming.host.loop import Worker
 from streaming.host.settings import RunSettings
+from streaming.pipelines.join import SPEC
 
 os.environ.setdefault("DO_NOT_TRACK", "1")
 

@@ -10,16 +10,16 @@ import threading
 import pytest
 from sqlalchemy import select
 
+from riskstream_tools.references.join import candidate_pairs
 from streaming import join_generations as G
 from streaming import join_published as P
 from streaming import join_rebuild as R
+from streaming.host.loop import Worker
+from streaming.host.settings import RunSettings
 from streaming.pipelines.join import SPEC
-from riskstream_tools.references.join import candidate_pairs
 from streaming.store import schema as S
 from streaming.store.ops import Store, loads
 from streaming.timeutil import US_PER_DAY, US_PER_MIN, parse_utc_us
-from streaming.host.loop import Worker
-from streaming.host.settings import RunSettings
 
 
 def run_live(seed_dir: str, url: str, end_of_stream: bool = True) -> Store:

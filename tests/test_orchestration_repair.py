@@ -10,12 +10,11 @@ from click.testing import CliRunner
 from sqlalchemy import delete
 
 from streaming import join_published as P
-from streaming.join_published import published_pointers
 from streaming.cli.main import cli
+from streaming.join_published import published_pointers
 from streaming.store import schema as S
 from streaming.store.ops import Store, loads
-from tests.orchestration_helpers import (fresh_warehouse, live_seed, prepared_manifest,
-                                         resources)
+from tests.orchestration_helpers import fresh_warehouse, live_seed, prepared_manifest, resources
 
 pytestmark = pytest.mark.dagster
 
@@ -50,6 +49,7 @@ def materialized(result) -> set[str]:
 @pytest.fixture(scope="module")
 def sensor_tick(env):
     from dagster import SensorResult, build_sensor_context
+
     from orchestration.sensors import replay_queue_sensor
     ctx = build_sensor_context(instance=env["instance"], cursor=None,
                                resources={"store": env["res"]["store"]})
@@ -60,6 +60,7 @@ def sensor_tick(env):
 
 def test_sensor_requests_one_run_per_entry_set_and_advances_its_cursor(env, sensor_tick):
     from dagster import SkipReason, build_sensor_context
+
     from orchestration.sensors import replay_queue_sensor
     old = env["manifest"]["cases"]["old_correction"]
     [req] = sensor_tick.run_requests

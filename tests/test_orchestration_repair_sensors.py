@@ -31,6 +31,7 @@ def tick(sensor_def, inst, res, cursor=None):
 
 def run_request(sensor_def, job_name, inst, res):
     from dagster import SensorResult, SkipReason
+
     from orchestration.definitions import build_defs
     first = tick(sensor_def, inst, res)
     assert isinstance(first, SensorResult)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.models.registry import Registry
 from riskstream_tools.workloads.receipts_seed import generate
+from streaming.models.registry import Registry
 
 from .receiptsutil import (active_by_receipt, all_facts, fact_set, riskstream, run_scorer,
                            stricter_artifact, with_store)

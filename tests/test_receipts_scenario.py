@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from streaming.models.registry import Registry
 from riskstream_tools.references.receipts import reference_decisions, reference_features
+from riskstream_tools.workloads.receipts_seed import DELAYED_SHARD, generate, store_shard
+from streaming.models.registry import Registry
 from streaming.repairs.receipts import run_receipt_reconciliation
 from streaming.store import schema as S
 from streaming.store.ops import Store, loads
 from streaming.timeutil import US_PER_MIN, parse_utc_us
-from riskstream_tools.workloads.receipts_seed import DELAYED_SHARD, generate, store_shard
 
 from .receiptsutil import active_by_receipt, all_facts, read_log, run_scorer, with_store
 

@@ -9,13 +9,14 @@ import time
 
 def run_bench(workdir: str, n: int) -> dict:
     from streaming.cli.ledger import window_rows
-    from streaming.pipelines.ledger import make_spec, run_extra
-    from ..references.ledger import reference_totals
-    from streaming.repairs.ledger import RepairKey, DEV_KEY
-    from streaming.store.ops import Store
-    from streaming.timeutil import parse_utc_us
     from streaming.host.loop import Worker
     from streaming.host.settings import RunSettings
+    from streaming.pipelines.ledger import make_spec, run_extra
+    from streaming.repairs.ledger import DEV_KEY, RepairKey
+    from streaming.store.ops import Store
+    from streaming.timeutil import parse_utc_us
+
+    from ..references.ledger import reference_totals
     from ..workloads.ledger_seed import generate
 
     src = os.path.join(workdir, f"ledger_bench_{n}")

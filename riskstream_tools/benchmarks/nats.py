@@ -29,6 +29,7 @@ def run_bench(workdir: str, n: int) -> dict:
     from streaming.sources.filelog import FileLog
     from streaming.sources.nats import NatsSource
     from streaming.sources.nats_publish import PublishError, delete_stream, publish_file_log
+
     from ..workloads.join_seed import generate_bulk
 
     server = os.environ.get(NATS_URL_ENV, DEFAULT_SERVER)

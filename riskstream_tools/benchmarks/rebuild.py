@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import time
 
-from streaming.operators.interval_join import RULE_VERSION, pair_id
 from streaming.join_rebuild import join_sql
+from streaming.operators.interval_join import RULE_VERSION, pair_id
 from streaming.timeutil import US_PER_DAY, US_PER_MIN
 
 DAY_START = 20_367 * US_PER_DAY  # 2025-10-06
@@ -97,10 +97,10 @@ def run_bench(workdir: str, n: int, repair_run: bool = True) -> dict:
 def _repair_run(workdir: str) -> float:
     """One repair run end to end on the join seed (the live run is not counted)."""
     from orchestration.repair import run_pending
-
-    from streaming.pipelines.join import SPEC
     from streaming.host.loop import Worker
     from streaming.host.settings import RunSettings
+    from streaming.pipelines.join import SPEC
+
     from ..workloads.join_seed import generate
     src = os.path.join(workdir, "join_seed")
     url = f"sqlite:///{os.path.join(workdir, 'repair-bench.sqlite')}"

@@ -18,10 +18,10 @@ import time
 def _child(src: str, url: str, models: str, trace: bool) -> dict:
     import tracemalloc
 
-    from streaming.pipelines.receipts import SPEC
-    from streaming.store.ops import Store
     from streaming.host.loop import Worker
     from streaming.host.settings import RunSettings
+    from streaming.pipelines.receipts import SPEC
+    from streaming.store.ops import Store
 
     store = Store(url)
     if trace:
@@ -48,6 +48,7 @@ def _child(src: str, url: str, models: str, trace: bool) -> dict:
 
 def run_bench(workdir: str, n: int, trace: bool = False) -> dict:
     from streaming.models.registry import Registry
+
     from ..references.receipts import reference_decisions
     from ..workloads.receipts_seed import generate_surge
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 import orjson
 
-from streaming.store.ops import open_store
 from streaming.cli.common import needs_extra, require_extra, store_option
+from streaming.store.ops import open_store
 
 
 @click.command("incident")

@@ -8,15 +8,16 @@ import os
 
 def run_demo(workdir: str, store_url: str) -> list[str]:
     from streaming.cli.ledger import summary_lines, window_rows
-    from streaming.pipelines.ledger import make_spec, run_extra
-    from streaming.pipelines.ledger_accounting import equation, reconcile
-    from ..references.ledger import reference_totals
-    from streaming.repairs.ledger import resolve_key, run_ledger_repairs
-    from streaming.store.ops import Store
-    from streaming.host.throttle import ThrottleSettings
-    from streaming.timeutil import parse_utc_us
     from streaming.host.loop import Worker
     from streaming.host.settings import RunSettings
+    from streaming.host.throttle import ThrottleSettings
+    from streaming.pipelines.ledger import make_spec, run_extra
+    from streaming.pipelines.ledger_accounting import equation, reconcile
+    from streaming.repairs.ledger import resolve_key, run_ledger_repairs
+    from streaming.store.ops import Store
+    from streaming.timeutil import parse_utc_us
+
+    from ..references.ledger import reference_totals
     from ..workloads.ledger_seed import generate
 
     key = resolve_key(store_url)

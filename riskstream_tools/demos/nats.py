@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import uuid
 
-
 NATS_URL_ENV = "RISKSTREAM_NATS_SERVER"
 DEFAULT_SERVER = "nats://127.0.0.1:4222"
 
@@ -31,11 +30,12 @@ def run_demo(workdir: str, store_url: str) -> list[str]:
     """Publish the seed recording to a fresh stream, run the join over it and over the file
     log, and report whether pairs, outcomes, queue and quarantine agree. `store_url` is not
     written (see the module note). The stream is deleted at the end."""
+    from streaming.host.loop import Worker
+    from streaming.host.settings import RunSettings
     from streaming.pipelines.join import SPEC
     from streaming.sources.filelog import SourceError
     from streaming.sources.nats_publish import PublishError, delete_stream, publish_file_log
-    from streaming.host.loop import Worker
-    from streaming.host.settings import RunSettings
+
     from ..workloads.join_seed import generate
 
     server = os.environ.get(NATS_URL_ENV, DEFAULT_SERVER)

@@ -10,15 +10,15 @@ import sys
 
 
 def run_demo(workdir: str, store_url: str) -> list[str]:
-    from streaming.pipelines.receipts_release import release_gate
-
-    from ..incidents.receipts import incident_packet
-    from streaming.models.registry import INITIAL_ARTIFACT, Registry
-    from streaming.pipelines.receipts import SPEC
-    from streaming.repairs.receipts import run_receipt_reconciliation
-    from streaming.store.ops import Store
     from streaming.host.loop import Worker
     from streaming.host.settings import RunSettings
+    from streaming.models.registry import INITIAL_ARTIFACT, Registry
+    from streaming.pipelines.receipts import SPEC
+    from streaming.pipelines.receipts_release import release_gate
+    from streaming.repairs.receipts import run_receipt_reconciliation
+    from streaming.store.ops import Store
+
+    from ..incidents.receipts import incident_packet
     from ..workloads.receipts_seed import generate
 
     src = os.path.join(workdir, "receipts_seed")

@@ -10,12 +10,13 @@ import time
 
 
 def run_demo(workdir: str, store_url: str) -> list[str]:
-    from streaming.join_published import GENERATION_COLUMNS, generation_rows, published_pairs
-    from streaming.pipelines.join import SPEC
-    from streaming.join_rebuild import entry_sets
-    from streaming.store.ops import Store
     from streaming.host.loop import Worker
     from streaming.host.settings import RunSettings
+    from streaming.join_published import GENERATION_COLUMNS, generation_rows, published_pairs
+    from streaming.join_rebuild import entry_sets
+    from streaming.pipelines.join import SPEC
+    from streaming.store.ops import Store
+
     from ..workloads.join_seed import generate
 
     src = os.path.join(workdir, "join_seed")

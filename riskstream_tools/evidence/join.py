@@ -21,6 +21,7 @@ import orjson
 
 from streaming.operators.interval_join import RULE_VERSION
 from streaming.store.ops import Store
+
 from .join_crash import crash_replay
 from .join_markdown import render
 from .join_plots import draw_all

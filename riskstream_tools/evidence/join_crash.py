@@ -10,9 +10,10 @@ from collections import Counter
 
 from sqlalchemy import select
 
+from streaming.host.crash import CRASH_EXIT_CODE
 from streaming.store import schema as S
 from streaming.store.ops import Store, loads
-from streaming.host.crash import CRASH_EXIT_CODE
+
 from .join_runs import (EvidenceSettings, checkpoint_batches, cli_run_args, fresh_store_url,
                         run_cli, run_worker)
 from .join_sections import PIPELINE, current_view, fact_set, live_rows_per_logical_pair

@@ -12,6 +12,7 @@ import importlib
 from collections import defaultdict
 
 from streaming.store.ops import Store
+
 from .join_runs import EvidenceSettings
 from .join_sections import replay_queue
 

@@ -9,12 +9,12 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from streaming.pipelines.join import SPEC
-from streaming.store.ops import Store
-from streaming.timeutil import US_PER_MIN
 from streaming.host.crash import CRASH_POINTS
 from streaming.host.loop import RunResult, Worker
 from streaming.host.settings import RunSettings
+from streaming.pipelines.join import SPEC
+from streaming.store.ops import Store
+from streaming.timeutil import US_PER_MIN
 
 REPAIR_MODES = ("dagster", "none")
 

@@ -20,15 +20,16 @@ from dataclasses import dataclass
 import orjson
 
 from streaming.cli.ledger import window_rows
-from streaming.pipelines.ledger import make_spec, run_extra
-from streaming.pipelines.ledger_accounting import equation, reconcile
-from ..references.ledger import reference_totals
-from streaming.repairs.ledger import resolve_key, run_ledger_repairs
-from streaming.store.ops import Store, loads
-from streaming.host.throttle import ThrottleSettings
-from streaming.timeutil import parse_utc_us, us_to_iso
 from streaming.host.loop import Worker
 from streaming.host.settings import RunSettings
+from streaming.host.throttle import ThrottleSettings
+from streaming.pipelines.ledger import make_spec, run_extra
+from streaming.pipelines.ledger_accounting import equation, reconcile
+from streaming.repairs.ledger import resolve_key, run_ledger_repairs
+from streaming.store.ops import Store, loads
+from streaming.timeutil import parse_utc_us, us_to_iso
+
+from ..references.ledger import reference_totals
 from ..workloads.ledger_seed import generate
 from .join_runs import fresh_store_url
 from .ledger_markdown import render

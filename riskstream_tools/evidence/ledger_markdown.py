@@ -9,8 +9,6 @@ from .markdown import table as _table
 from .markdown import verdict as _verdict
 
 
-
-
 def render(ev: dict) -> str:
     p = ev["packet"]
     pr = p["pressure"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from streaming.timeutil import parse_utc_us
+
 from .join_plots import _figure, _save, naive_utc
 
 PHASE_COLORS = {"throttled": "#c0392b", "capacity": "#27ae60"}

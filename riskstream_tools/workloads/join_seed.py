@@ -25,6 +25,7 @@ from datetime import datetime, timedelta, timezone
 import orjson
 
 from streaming.timeutil import iso
+
 from .recording import Recording
 
 T0 = datetime(2026, 10, 6, 9, 0, tzinfo=timezone.utc)

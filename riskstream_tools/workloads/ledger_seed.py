@@ -33,6 +33,7 @@ from datetime import datetime, timedelta, timezone
 import orjson
 
 from streaming.timeutil import iso
+
 from .recording import Recording
 
 DAY = datetime(2026, 10, 6, tzinfo=timezone.utc)

@@ -122,9 +122,9 @@ def run_settings(source: str, store_url: str, crash_at: str | None, checkpoint_e
                  ttl_minutes: float | None = None, end_of_stream: bool = False, **more):
     """RunSettings from a `run` command's shared flags (minutes -> microseconds); a bad
     --crash-at exits with its reason."""
-    from ..timeutil import US_PER_MIN
     from ..host.crash import parse_crash_at
     from ..host.settings import RunSettings
+    from ..timeutil import US_PER_MIN
     try:
         crash = parse_crash_at(crash_at)
     except ValueError as exc:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
-from ..pipelines.join import SPEC
-from ..sources.filelog import SourceError
-from ..store.ops import loads, open_store
 from ..host.checkpoints import CheckpointMismatch, SourceMismatch
 from ..host.crash import CRASH_POINTS
 from ..host.loop import Worker
 from ..host.settings import RunSettings
+from ..pipelines.join import SPEC
+from ..sources.filelog import SourceError
+from ..store.ops import loads, open_store
 from .common import (emit_rows, fail, format_option, progress_bar, run_settings, source_option,
                      store_option)
 

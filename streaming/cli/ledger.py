@@ -8,8 +8,8 @@ import os
 import click
 import orjson
 
-from ..store.ops import loads, open_store
 from ..host.crash import CRASH_POINTS
+from ..store.ops import loads, open_store
 from .common import echo_json, emit_rows, fail, format_option, run_settings, store_option
 
 WINDOW_COLUMNS = ["account_id", "event_hour", "revision", "total_cents", "payment_count",
@@ -38,9 +38,9 @@ def ledger() -> None:
 def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, checkpoint_every,
         batch_size, end_of_stream, quiet):
     """Run (or resume) the ledger over a file log until it is drained."""
+    from ..host.throttle import ThrottleSettings
     from ..pipelines.ledger import make_spec, run_extra
     from ..repairs.ledger import RepairKeyMissing, resolve_key
-    from ..host.throttle import ThrottleSettings
     from .join import run_pipeline
     try:
         key = resolve_key(store_url)  # before the store is opened: nothing read or written
@@ -137,7 +137,8 @@ def repair(store_url, as_json):
 @store_option
 def reconcile(store_url):
     """Per partition range: read = accepted + duplicate + stale + quarantined + routed."""
-    from ..pipelines.ledger_accounting import equation, reconcile as rec
+    from ..pipelines.ledger_accounting import equation
+    from ..pipelines.ledger_accounting import reconcile as rec
     rows = rec(open_store(store_url))
     if not rows:
         fail("nothing to reconcile: the ledger has not read any record", 1)

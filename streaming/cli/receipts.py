@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 import orjson
 
-from ..models.registry import MODEL_DIR_ENV, DEFAULT_MODEL_DIR, ModelError, Registry
-from ..timeutil import TimeFormatError, parse_utc_us
 from ..host.crash import CRASH_POINTS
+from ..models.registry import DEFAULT_MODEL_DIR, MODEL_DIR_ENV, ModelError, Registry
 from ..store.ops import open_store
+from ..timeutil import TimeFormatError, parse_utc_us
 from .common import echo_json, emit_rows, fail, format_option, run_settings, store_option
 
 DECISION_COLUMNS = ["receipt_id", "scoring_revision", "model_revision", "score", "decision",
