@@ -113,10 +113,3 @@ def _repair_run(workdir: str) -> float:
         raise RuntimeError("the benchmark's repair run did not publish")
     return elapsed
 
-
-if __name__ == "__main__":
-    import json
-    import sys
-    import tempfile
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    print(json.dumps(run_bench(tempfile.mkdtemp(prefix="rebuild-bench-"), n), indent=2))

@@ -59,10 +59,3 @@ def run_demo(workdir: str, store_url: str) -> list[str]:
         store.dispose()
     return lines
 
-
-if __name__ == "__main__":
-    import sys
-    import tempfile
-    d = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="repair-demo-")
-    for line in run_demo(d, f"sqlite:///{d}/ops.sqlite"):
-        print(line)
