@@ -9,6 +9,9 @@ import re
 import orjson
 
 from streaming.contracts import CONTRACTS, MAX_ABS_CENTS, MAX_ID_LENGTH, MAX_REVISION
+from click.testing import CliRunner
+
+from streaming.cli.main import cli
 from streaming.contracts.schemas import published, render, write
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas",
@@ -21,7 +24,7 @@ def test_committed_schemas_equal_the_generated_ones():
     for stem, schema in published().items():
         with open(os.path.join(ROOT, f"{stem}.json"), "rb") as fh:
             assert fh.read() == render(schema), \
-                f"{stem}.json is stale: run `python -m streaming.contracts.schemas`"
+                f"{stem}.json is stale: run `riskstream contracts schemas`"
     assert write(ROOT, check=True) == []
 
 
@@ -56,3 +59,14 @@ def test_schemas_state_the_bounds():
     for schema in s.values():
         assert orjson.loads(render(schema)) == schema
         assert "schema_version" not in schema["required"]
+
+
+def test_cli_writes_then_checks(tmp_path):
+    out = str(tmp_path / "s")
+    runner = CliRunner()
+    first = runner.invoke(cli, ["contracts", "schemas", "--out", out])
+    assert first.exit_code == 0 and first.output.count("wrote ") == len(CONTRACTS)
+    assert runner.invoke(cli, ["contracts", "schemas", "--out", out, "--check"]).exit_code == 0
+    os.remove(os.path.join(out, "receipts.json"))
+    stale = runner.invoke(cli, ["contracts", "schemas", "--out", out, "--check"])
+    assert stale.exit_code == 1 and "receipts.json" in stale.output

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import click
 
+from . import contracts as contracts_cmds
 from . import generations as generations_cmds
 from . import join as join_cmds
 from . import ledger as ledger_cmds
@@ -21,6 +22,7 @@ def cli() -> None:
     """riskstream: recoverable event-time streaming risk pipelines."""
 
 
+cli.add_command(contracts_cmds.contracts)
 cli.add_command(join_cmds.join)
 cli.add_command(ledger_cmds.ledger)
 cli.add_command(nats_cmds.nats)

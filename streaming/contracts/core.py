@@ -157,11 +157,26 @@ class Contract:
 
     def json_schema(self) -> dict:
         """The published JSON Schema, generated from the struct."""
-        from .schemas import contract_schema
         return contract_schema(self)
 
     def __repr__(self) -> str:
         return f"Contract({self.topic!r}, {self.struct.__name__})"
+
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def contract_schema(contract: Contract) -> dict:
+    """One topic's JSON Schema: the struct's schema, titled by topic, without msgspec's $defs."""
+    body = msgspec.json.schema(contract.struct)["$defs"][contract.struct.__name__]
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "title": contract.topic,
+        "description": contract.description,
+        "type": "object",
+        "required": list(body.get("required", [])),
+        "properties": body["properties"],
+    }
 
 
 def decode(contract: Contract, line: bytes, partition: int, offset: int) -> Record:
