@@ -8,12 +8,11 @@ import os
 
 import orjson
 
+from riskstream_tools.workloads.ledger_seed import at as lat
+from riskstream_tools.workloads.ledger_seed import payment, version
 from streaming.store.ops import Store
-from streaming.workloads.ledger_seed import at as lat
-from streaming.workloads.ledger_seed import payment, version
 
-from .joinutil import pay, run_join, sig, write_log
-from .joinutil import pair_set
+from .joinutil import pair_set, pay, run_join, sig, write_log
 from .ledgerutil import run_ledger, windows
 
 M = "merchant-1"

@@ -6,6 +6,7 @@ record through."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import orjson
@@ -22,8 +23,7 @@ from .contracts_oracle import (BOOL, CENTS, INT, NUMBER, OLD, OPT_TIME, STR, TIM
 
 SETTINGS = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
-ALPHABET = "".join(chr(c) for c in range(128)
-                   if __import__("re").fullmatch(f"[{ID_CHARS}]", chr(c)))
+ALPHABET = "".join(chr(c) for c in range(128) if re.fullmatch(f"[{ID_CHARS}]", chr(c)))
 TOPICS = sorted(OLD)
 
 
