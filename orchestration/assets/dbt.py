@@ -12,7 +12,9 @@ from dagster import AssetExecutionContext, AssetKey, Failure
 from dagster_dbt import (DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource,
                          dbt_assets)
 
+from streaming.gates import hold_reason
 from streaming.generations import hold_entries, mark_validated
+from streaming.rebuild import PIPELINE
 
 from ..partitions import replay_dates
 from ..resources import WAREHOUSE_POOL, StoreResource, WarehouseResource, dbt_project
@@ -79,6 +81,7 @@ def rebuild_diff_models(context: AssetExecutionContext, dbt: DbtCliResource,
     failed = failed_nodes(results)
     st = store.open()
     try:
+        blocked = None if failed else hold_reason(st, PIPELINE)
         if failed:
             reason = "blocking check failed: " + ", ".join(failed)
             hold_entries(st, meta["entry_ids"], meta["generation_id"], reason)
@@ -86,6 +89,12 @@ def rebuild_diff_models(context: AssetExecutionContext, dbt: DbtCliResource,
             if errored_models(results):
                 # A model that did not build has no check to block on: fail the step instead.
                 raise Failure(description=reason)
+        elif blocked:
+            # Fail closed: open gate blockers of the join (a sink exception, an accounting
+            # gap) hold publication until a recorded decision resolves them.
+            hold_entries(st, meta["entry_ids"], meta["generation_id"], blocked)
+            context.log.warning(f"generation {meta['generation_id']} held: {blocked}")
+            raise Failure(description=blocked)
         else:
             mark_validated(st, meta["generation_id"])
     finally:

@@ -42,7 +42,13 @@ format_option = click.option("--format", "fmt", type=click.Choice(["csv", "json"
 
 
 def open_store(url: str) -> Store:
-    return Store(url)
+    """The existing store at `url`: every command that reads, judges or repairs refuses a
+    missing or uninitialized store (exit 7) and creates nothing."""
+    from ..store.presence import StoreMissing, open_existing
+    try:
+        return open_existing(url)
+    except StoreMissing as exc:
+        fail(str(exc), exc.exit_code)
 
 
 def emit_rows(rows: list[dict], columns: list[str], fmt: str) -> None:

@@ -140,6 +140,8 @@ def release(store_url, as_json):
         echo_json(g)
     else:
         click.echo(g["result"])
+        if g["hold_reason"]:
+            click.echo(f"  {g['hold_reason']}")
         click.echo(f"  live: {g['live']} ({g['live_outputs']} outputs for "
                    f"{g['eligible_receipts']} on-time eligible receipts)")
         click.echo(f"  repaired: {g['repaired']} ({g['repaired_outputs']} outputs for "

@@ -22,6 +22,7 @@ import statistics
 
 from sqlalchemy import func, select
 
+from ..gates import HOLD_BLOCKED, HOLD_NOTHING, blockers, hold_reason
 from ..models.pins import pin_history
 from ..operators.receipts import KIND, PIPELINE
 from ..references.receipts import receipt_stream_release
@@ -88,15 +89,25 @@ def release_gate(store: Store) -> dict:
     repaired = receipt_stream_release([{"event_id": rid} for rid in sorted(late)],
                                       repair_keys, set())
     results = (live, repaired)
-    if "hold:duplicate-output" in results:
+    # Fail closed: a store the scorer never wrote, or one with nothing to judge, holds; so
+    # does any open blocker (sink exception, accounting gap) until a decision resolves it.
+    hold = hold_reason(store, PIPELINE)
+    if hold is None and not seen:
+        hold = f"{HOLD_NOTHING}: the receipt scorer has accepted no receipt"
+    if hold and hold.startswith(HOLD_NOTHING):
+        overall = HOLD_NOTHING
+    elif "hold:duplicate-output" in results:
         overall = "hold:duplicate-output"
     elif "hold:missing-or-extra-output" in results:
         overall = "hold:missing-or-extra-output"
+    elif hold:
+        overall = HOLD_BLOCKED
     else:
         overall = "accept:reconciled"
     eligible = set(seen) - late
     return {
-        "result": overall, "live": live, "repaired": repaired,
+        "result": overall, "hold_reason": hold, "live": live, "repaired": repaired,
+        "blockers": [b.as_dict() for b in blockers(store, PIPELINE)],
         "eligible_receipts": len(eligible), "reconciliation_records": len(late),
         "live_outputs": len(live_keys), "repaired_outputs": len(repair_keys),
         "duplicate_outputs": sorted({k for k in live_keys + repair_keys
@@ -234,7 +245,8 @@ def incident_packet(store: Store) -> dict:
                      for r in store.sink_exception_rows(PIPELINE)],
             "quarantine": [{k: r[k] for k in ("partition", "offset", "reason", "detail")}
                            for r in store.quarantine_rows(PIPELINE)],
-            "held_reconciliation": [r for r in queue_rows if r["status"] == "held"]},
+            "held_reconciliation": [r for r in queue_rows if r["status"] == "held"],
+            "blockers": gate["blockers"]},
         "store_disconnects": disconnects(seen),
         "release_gate": gate,
     }
@@ -244,6 +256,8 @@ def render_text(p: dict) -> str:
     L = [f"Incident packet: receipt scorer", ""]
     L.append(f"Release gate: {p['release_gate']['result']} (live {p['release_gate']['live']}, "
              f"repaired {p['release_gate']['repaired']})")
+    if p["release_gate"]["hold_reason"]:
+        L.append(f"  {p['release_gate']['hold_reason']}")
     s = p["state"]
     L.append(f"State: checkpoint {s['checkpoint_id']} at journal {s['journal_seq']} "
              f"(last committed {s['last_journal_seq']}), schema {s['state_schema']}, "
@@ -293,6 +307,13 @@ def render_text(p: dict) -> str:
         L.append(f"  sink: {r['fact_key']} rejected ({r['reason']}; kept {r['existing_hash']})")
     for r in e["quarantine"]:
         L.append(f"  quarantine: p{r['partition']}@{r['offset']} {r['reason']} {r['detail']}")
+    L.append(f"Gate blockers: {sum(b['status'] == 'open' for b in e['blockers'])} open, "
+             f"{sum(b['status'] == 'resolved' for b in e['blockers'])} resolved")
+    for b in e["blockers"]:
+        d = b["decision"]
+        L.append(f"  {b['id']} {b['kind']} {b['status']}: {b['detail']}"
+                 + (f"; decision {d['decision']} by {d['decided_by']} at {d['decided_at']}: "
+                    f"{d['reason']}" if d else ""))
     L.append("Store disconnects (inferred from occurrence vs upload times):")
     for d in p["store_disconnects"]:
         L.append(f"  {d['store_id']} (p{d['partition']}): online until {d['last_online_receipt']}, "
