@@ -131,23 +131,53 @@ def windows(store_url, include_all, fmt):
 
 @ledger.command()
 @store_option
+@click.option("--retry-held", is_flag=True,
+              help="Verify held requests again (a request still failing stays held); every "
+                   "attempt is recorded.")
+@click.option("--id", "ids", multiple=True,
+              help="With --retry-held: only these held request IDs (repeatable).")
 @click.option("--json", "as_json", is_flag=True)
-def repair(store_url, as_json):
-    """Verify signed repair requests, rebuild final account-hours and publish corrections."""
-    from ..repairs.ledger import RepairKeyMissing, resolve_key, run_ledger_repairs
+def repair(store_url, retry_held, ids, as_json):
+    """Verify signed repair requests, rebuild final account-hours and publish corrections.
+    Exits 1 when anything is held (now or from an earlier run) or the ledger has open
+    blockers or never ran."""
+    from ..gates import pipeline_ran
+    from ..repairs.ledger import (RepairKeyMissing, resolve_key, run_ledger_repairs)
+    from ..store.tables_ledger import ledger_repair_requests as RR
+    if ids and not retry_held:
+        fail("--id needs --retry-held")
     try:
         key = resolve_key(store_url)
     except RepairKeyMissing as exc:
         fail(str(exc), exc.exit_code)
-    s = run_ledger_repairs(open_store(store_url), key)
+    if key.source == "dev":
+        click.echo(f"ledger repair uses the development key ({key.describe()}): it applies only "
+                   f"requests signed with that key", err=as_json)
+    store = open_store(store_url)
+    if not pipeline_ran(store, "ledger"):
+        fail("nothing to repair: the ledger has committed no batch in this store", 1)
+    if ids:
+        known = {r["request_id"]: r["status"] for r in store.rows(
+            RR.select().where(RR.c.request_id.in_(list(ids))))}
+        wrong = [i for i in ids if known.get(i) != "held"]
+        if wrong:
+            fail("not held: " + ", ".join(f"{i} ({known.get(i, 'unknown')})" for i in wrong))
+    s = run_ledger_repairs(store, key, retry_held=retry_held, ids=list(ids) or None)
     if as_json:
         echo_json(s)
-        return
-    click.echo(f"ledger repair ({s['key']}): {s['pending']} pending; repaired "
-               f"{len(s['repaired'])}, held {len(s['held'])}, waiting {len(s['waiting'])}; "
-               f"published {', '.join(s['published']) or 'nothing'}")
-    for h in s["held"]:
-        click.echo(f"  held {h['request_id']}: {h['reason']}")
+    else:
+        click.echo(f"ledger repair ({s['key']}): {s['pending']} pending"
+                   f"{', ' + str(len(s['retried'])) + ' held retried' if retry_held else ''}; "
+                   f"repaired {len(s['repaired'])}, held {len(s['held'])}, waiting "
+                   f"{len(s['waiting'])}; published {', '.join(s['published']) or 'nothing'}")
+        for h in s["held"]:
+            click.echo(f"  held {h['request_id']}: {h['reason']}")
+    if s["blocked"]:
+        fail(f"no repair applied: {s['blocked']}", 1)
+    if s["still_held"]:
+        fail(f"{s['still_held']} repair {'request is' if s['still_held'] == 1 else 'requests are'}"
+             f" held; see the reasons above or `riskstream ledger repair --retry-held` once "
+             f"the cause is fixed", 1)
 
 
 @ledger.command()
@@ -155,13 +185,21 @@ def repair(store_url, as_json):
 def reconcile(store_url):
     """Per partition range: read = accepted + duplicate + stale + quarantined + routed."""
     from ..pipelines.ledger_accounting import equation, reconcile as rec
-    rows = rec(open_store(store_url))
+    store = open_store(store_url)
+    rows = rec(store)
     if not rows:
         fail("nothing to reconcile: the ledger has not read any record", 1)
     for r in rows:
         click.echo(equation(r))
     if not all(r["closes"] for r in rows):
         fail("reconciliation does not close", 1)
+    from ..gates import open_blockers
+    found = open_blockers(store, "ledger")
+    if found:
+        fail(f"hold:open-exceptions: {len(found)} open gate "
+             f"{'blocker' if len(found) == 1 else 'blockers'} "
+             f"({', '.join(b.blocker_id for b in found[:10])}); resolve each with `riskstream "
+             f"exceptions resolve`", 1)
 
 
 @ledger.command()
