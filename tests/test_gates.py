@@ -42,6 +42,15 @@ def test_release_on_a_store_the_scorer_never_wrote_holds(store_url):
     assert cli.stdout.splitlines()[0] == "hold:nothing-to-judge"
 
 
+def test_receipt_repairs_on_a_store_the_scorer_never_wrote_refuse(store_url, tmp_path):
+    Store(store_url).dispose()
+    for args in (("reconcile",), ("rescore", "--model", "m0")):
+        cli = riskstream("receipts", *args, "--store", store_url, "--model-dir",
+                         str(tmp_path / "models"), check=False)
+        assert cli.returncode == 6, cli.stderr
+        assert "hold:nothing-to-judge: the receipts pipeline has committed no batch" in cli.stderr
+
+
 def test_release_with_an_empty_log_holds(store_url, tmp_path):
     (tmp_path / "log" / "receipts").mkdir(parents=True)
     (tmp_path / "log" / "receipts" / "p0.jsonl").write_bytes(b"")
@@ -77,10 +86,16 @@ def test_open_sink_exception_holds_release_until_a_recorded_decision(receipts_se
                        "--model-dir", models, "--batch-size", "50", "--checkpoint-every", "100",
                        "--end-of-stream", "--quiet")
     assert "rejected 1" in rerun.stdout
-    riskstream("receipts", "reconcile", "--store", store_url, "--model-dir", models)
+    # The open exception holds the repair too: nothing is published past it.
+    refused = riskstream("receipts", "reconcile", "--store", store_url, "--model-dir", models,
+                         check=False)
+    assert refused.returncode == 6 and "hold:open-exceptions: 1 open blocker (sx-" in \
+        refused.stderr
     gate = riskstream("receipts", "release", "--store", store_url, check=False)
     assert gate.returncode == 1, gate.stdout
-    assert gate.stdout.splitlines()[0] == "hold:open-exceptions"
+    # Unreconciled as well as blocked: the output hold comes first, the blocker is named.
+    assert gate.stdout.splitlines()[0] == "hold:missing-or-extra-output"
+    assert gate.stdout.splitlines()[1].startswith("  hold:open-exceptions: 1 open blocker")
     [b] = with_store(store_url, lambda s: blockers(s, "receipts"))
     assert b.kind == "sink_exception" and victim in b.detail and b.open
     listed = riskstream("exceptions", "list", "--store", store_url, "--open")
@@ -96,6 +111,7 @@ def test_open_sink_exception_holds_release_until_a_recorded_decision(receipts_se
                        "--decision", "keep-existing", "--by", "ops", "--reason", "x",
                        check=False)
     assert again.returncode == 2 and "already resolved" in again.stderr
+    riskstream("receipts", "reconcile", "--store", store_url, "--model-dir", models)
     gate = riskstream("receipts", "release", "--store", store_url)
     assert gate.stdout.splitlines()[0] == "accept:reconciled"
     packet = with_store(store_url, incident_packet)
