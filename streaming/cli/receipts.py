@@ -154,6 +154,23 @@ def release(store_url, as_json):
         raise SystemExit(1)
 
 
+@receipts.command("reference-check")
+@store_option
+@click.option("--json", "as_json", is_flag=True)
+def reference_check_cmd(store_url, as_json):
+    """Compare every active decision with the occurrence-order reference (one batch pass with
+    the pinned model, no watermark); exits 1 unless every receipt matches."""
+    from ..incidents.receipts_reference import reference_check, render_lines
+    c = reference_check(open_store(store_url))
+    if as_json:
+        echo_json(c)
+    else:
+        for line in render_lines(c):
+            click.echo(line)
+    if c["result"] != "match":
+        raise SystemExit(1)
+
+
 @receipts.command()
 @store_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",

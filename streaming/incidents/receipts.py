@@ -161,6 +161,7 @@ def disconnects(seen: dict[str, dict]) -> list[dict]:
 
 
 def incident_packet(store: Store) -> dict:
+    from .receipts_reference import reference_check  # it builds on this module
     seen, late = _receipts_seen(store)
     facts = decision_facts(store)
     act = active(facts)
@@ -249,6 +250,7 @@ def incident_packet(store: Store) -> dict:
             "blockers": gate["blockers"]},
         "store_disconnects": disconnects(seen),
         "release_gate": gate,
+        "reference_check": reference_check(store),
     }
 
 
@@ -314,6 +316,8 @@ def render_text(p: dict) -> str:
         L.append(f"  {b['id']} {b['kind']} {b['status']}: {b['detail']}"
                  + (f"; decision {d['decision']} by {d['decided_by']} at {d['decided_at']}: "
                     f"{d['reason']}" if d else ""))
+    from .receipts_reference import render_lines
+    L.extend(render_lines(p["reference_check"]))
     L.append("Store disconnects (inferred from occurrence vs upload times):")
     for d in p["store_disconnects"]:
         L.append(f"  {d['store_id']} (p{d['partition']}): online until {d['last_online_receipt']}, "
