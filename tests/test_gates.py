@@ -148,3 +148,38 @@ def test_accounting_gap_and_unexplained_quarantine_block_until_explained(store_u
         with_store(store_url, lambda s, b=b: resolve(s, b.blocker_id, "explained", "ops",
                                                      "archive row removed in a test"))
     assert with_store(store_url, lambda s: hold_reason(s, "receipts")) is None
+
+
+def test_repair_run_on_a_store_no_pipeline_wrote_fails(store_url, tmp_path):
+    Store(store_url).dispose()
+    out = riskstream("repair", "run", "--store", store_url, "--warehouse",
+                     str(tmp_path / "wh.duckdb"), check=False)
+    assert out.returncode == 1
+    assert "nothing to repair: no pipeline has committed a batch" in out.stderr
+    assert not (tmp_path / "wh.duckdb").exists()
+
+
+def test_rescore_refuses_while_a_sink_exception_is_open(store_url, tmp_path):
+    from types import SimpleNamespace
+
+    from streaming.store.ops import write_facts
+    from .receiptsutil import rcpt, write_log
+    models = tmp_path / "models"
+    src = write_log(tmp_path / "log", {0: [rcpt("a", "m1", 1), rcpt("b", "m1", 3)]})
+    run_scorer(src, store_url, models, end_of_stream=True)
+
+    def clash(store):
+        f = store.facts("receipts")[0]
+        fact = SimpleNamespace(fact_key=f["fact_key"], kind=f["kind"],
+                               logical_key=f["logical_key"], status=f["status"],
+                               payload_hash="c" * 64, payload={"x": 1}, predecessor_key=None)
+        with store.engine.begin() as conn:
+            return write_facts(conn, "receipts", [fact], None).rejected
+    assert with_store(store_url, clash) == 1
+    from streaming.models.registry import Registry
+    from .receiptsutil import stricter_artifact
+    stricter = Registry(str(models)).register(stricter_artifact())
+    out = riskstream("receipts", "rescore", "--model", stricter, "--store", store_url,
+                     "--model-dir", str(models), check=False)
+    assert out.returncode == 6 and "hold:open-exceptions: 1 open blocker" in out.stderr
+    assert with_store(store_url, lambda s: len(s.facts("receipts"))) == 2

@@ -30,10 +30,13 @@ READ_COMMANDS = [
     ["receipts", "release"],
     ["receipts", "reconcile"],
     ["receipts", "incident"],
+    ["receipts", "reference-check"],
     ["receipts", "rescore", "--model", "m0"],
     ["generations", "list"],
     ["repair", "run"],
     ["exceptions", "list"],
+    ["exceptions", "resolve", "--id", "sx-1", "--decision", "keep-existing", "--by", "ops",
+     "--reason", "x"],
 ]
 
 

@@ -44,7 +44,12 @@ def repair() -> None:
 def run_repairs(store_url, warehouse_path, retry_held, log_level):
     """Run the sensor's rebuild job in-process over every pending entry set.
     Exits 1 when a run did not publish or entries wait for the watermark."""
-    open_store(store_url).dispose()  # refuse a missing store before Dagster starts
+    store = open_store(store_url)  # refuse a missing store before Dagster starts
+    from ..gates import pipeline_ran
+    ran = [p for p in ("join", "ledger", "receipts") if pipeline_ran(store, p)]
+    store.dispose()
+    if not ran:
+        fail("nothing to repair: no pipeline has committed a batch in this store", 1)
     from orchestration.repair import run_pending  # lazily: Dagster loads only here
     outcomes = run_pending(store_url, warehouse_path, log_level=log_level,
                            retry_held=retry_held)
