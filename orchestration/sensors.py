@@ -13,8 +13,8 @@ from dagster import (DefaultSensorStatus, RunRequest, SensorEvaluationContext, S
                      SkipReason, sensor)
 from sqlalchemy import select
 
-from streaming.held import held_entry_sets, retry_cause
-from streaming.rebuild import entry_sets
+from streaming.join_held import held_entry_sets, retry_cause
+from streaming.join_rebuild import entry_sets
 from streaming.store import schema as S
 from streaming.store.tables_ledger import ledger_repair_requests
 

@@ -8,10 +8,11 @@ import pytest
 from sqlalchemy import update
 
 from streaming.gates import blockers, hold_reason, resolve, DecisionRefused
-from streaming.incidents.receipts import incident_packet, release_gate
+from riskstream_tools.incidents.receipts import incident_packet
+from streaming.pipelines.receipts_release import release_gate
 from streaming.store import schema as S
 from streaming.store.ops import Store
-from streaming.workloads.receipts_seed import generate
+from riskstream_tools.workloads.receipts_seed import generate
 
 from .receiptsutil import riskstream, run_scorer, with_store
 

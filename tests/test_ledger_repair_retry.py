@@ -18,7 +18,7 @@ from streaming.store import schema as S
 from streaming.store.ops import Store, write_facts
 from streaming.store.tables_ledger import ledger_repair_attempts as RA
 from streaming.store.tables_ledger import ledger_repair_requests as RR
-from streaming.workloads.ledger_seed import generate
+from riskstream_tools.workloads.ledger_seed import generate
 
 from .ledgerutil import cli, run_ledger, windows
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.dagster
 def test_ledger_repair_job_holds_on_an_open_sink_exception(tmp_path, monkeypatch):
     from dagster import instance_for_test
     from orchestration.definitions import build_defs
-    from streaming.workloads.ledger_seed import generate
+    from riskstream_tools.workloads.ledger_seed import generate
     monkeypatch.setenv("RISKSTREAM_REPAIR_KEY", ENV_KEY["RISKSTREAM_REPAIR_KEY"])
     src = tmp_path / "ledger"
     generate(11, str(src), payments=300)

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import update
 
-from streaming import generations as G
+from streaming import join_published as G
 from streaming.cli.main import cli
-from streaming.held import held_entry_sets, retry_cause, watermark_wait
+from streaming.join_held import held_entry_sets, retry_cause, watermark_wait
 from streaming.store import schema as S
 from streaming.store.ops import Store, write_facts
 from streaming.timeutil import US_PER_HOUR

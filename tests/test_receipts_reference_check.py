@@ -6,10 +6,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from streaming.incidents.receipts import incident_packet
+from riskstream_tools.incidents.receipts import incident_packet
 from streaming.repairs.receipts import run_receipt_reconciliation
 from streaming.store.ops import Store
-from streaming.workloads.receipts_seed import generate
+from riskstream_tools.workloads.receipts_seed import generate
 
 from .receiptsutil import riskstream, run_scorer, with_store
 

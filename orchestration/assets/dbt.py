@@ -13,8 +13,8 @@ from dagster_dbt import (DagsterDbtTranslator, DagsterDbtTranslatorSettings, Dbt
                          dbt_assets)
 
 from streaming.gates import hold_reason
-from streaming.generations import hold_entries, mark_validated
-from streaming.rebuild import PIPELINE
+from streaming.join_generations import hold_entries, mark_validated
+from streaming.join_published import PIPELINE
 
 from ..partitions import replay_dates
 from ..resources import WAREHOUSE_POOL, StoreResource, WarehouseResource, dbt_project
