@@ -1,7 +1,7 @@
 """The DuckDB warehouse: incremental ingest from the operational store and candidate tables.
 
 Ingest reads every store table inside one read snapshot of the store, so the copies agree with
-each other. Append-only tables (facts, archive, quarantine) are copied incrementally and
+each other. Append-only tables (facts, archive, quarantine, journal) are copied incrementally and
 idempotently (insert-or-ignore on their natural key) behind a cursor kept in the warehouse in the
 same DuckDB transaction as the rows:
   SQLite: the rowid. SQLite has one writer at a time and assigns rowids inside the writing
@@ -35,6 +35,7 @@ APPEND_ONLY = {
     "facts": ("id",),
     "archive": ("pipeline", "topic", "partition", "offset"),
     "quarantine": ("pipeline", "topic", "partition", "offset"),
+    "journal": ("pipeline", "seq"),
 }
 # Sink exceptions and the decisions on gate blockers feed the release gates (docs/gates.md).
 REPLACED = ("replay_queue", "generations", "generation_pointers", "sink_exceptions",

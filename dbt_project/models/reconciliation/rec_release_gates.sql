@@ -18,8 +18,8 @@ accounting as (
 ),
 
 queue_settled as (
-    select pipeline, sum(queued) = sum(repaired + held + pending) as passed,
-           sum(queued) - sum(repaired + held + pending) as failing
+    select pipeline, sum(routed_to_repair) = sum(repaired + held + pending) as passed,
+           sum(routed_to_repair) - sum(repaired + held + pending) as failing
     from ranges group by 1
 ),
 
