@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
-from .gates import HOLD_BLOCKED, open_blockers
+from .gates import HOLD_BLOCKED, HOLD_NOTHING, open_blockers
 from .join_published import PIPELINE, published_pointers
 from .join_rebuild import (EntrySet, WatermarkNotPassed, affected_ranges, check_watermarks,
                            entries_by_id, plan_pieces)
@@ -114,3 +114,14 @@ def watermark_wait(store: Store, entry_ids: list[int], pipeline: str = PIPELINE)
     except WatermarkNotPassed as exc:
         return str(exc)
     return None
+
+
+def candidate_nothing_to_judge(meta: dict) -> str | None:
+    """A candidate with no queue entry and no payment in its interval has nothing a check could
+    judge (a manual rebuild of an empty interval, a mistyped merchant): it is held, not
+    published."""
+    if meta.get("entry_ids") or (meta.get("inputs") or {}).get("payments"):
+        return None
+    pieces = ", ".join(f"{p['merchant']} [{p['start']}, {p['end']}]" for p in meta["pieces"])
+    return (f"{HOLD_NOTHING}: the rebuild interval ({pieces}) holds no payment and no queue "
+            f"entry")

@@ -14,6 +14,7 @@ from dagster_dbt import (DagsterDbtTranslator, DagsterDbtTranslatorSettings, Dbt
 
 from streaming.gates import hold_reason
 from streaming.join_generations import hold_entries, mark_validated
+from streaming.join_held import candidate_nothing_to_judge
 from streaming.join_published import PIPELINE
 
 from ..partitions import replay_dates
@@ -81,7 +82,8 @@ def rebuild_diff_models(context: AssetExecutionContext, dbt: DbtCliResource,
     failed = failed_nodes(results)
     st = store.open()
     try:
-        blocked = None if failed else hold_reason(st, PIPELINE)
+        blocked = None if failed else (hold_reason(st, PIPELINE)
+                                       or candidate_nothing_to_judge(meta))
         if failed:
             reason = "blocking check failed: " + ", ".join(failed)
             hold_entries(st, meta["entry_ids"], meta["generation_id"], reason)
@@ -91,7 +93,8 @@ def rebuild_diff_models(context: AssetExecutionContext, dbt: DbtCliResource,
                 raise Failure(description=reason)
         elif blocked:
             # Fail closed: open gate blockers of the join (a sink exception, an accounting
-            # gap) hold publication until a recorded decision resolves them.
+            # gap) hold publication until a recorded decision resolves them; a candidate with
+            # nothing to judge is held too.
             hold_entries(st, meta["entry_ids"], meta["generation_id"], blocked)
             context.log.warning(f"generation {meta['generation_id']} held: {blocked}")
             raise Failure(description=blocked)
