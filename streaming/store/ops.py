@@ -221,7 +221,8 @@ class Store:
     def __init__(self, url: str = DEFAULT_STORE_URL):
         self.url = url
         self.engine = make_engine(url)
-        S.metadata.create_all(self.engine)
+        from .lease import create_schema
+        create_schema(self.engine)
 
     @property
     def dialect(self) -> str:
@@ -371,7 +372,9 @@ class Store:
         """Per topic-partition: offset range read (from the journal) and the five buckets."""
         ranges: dict[tuple[str, int], list[int]] = {}
         j = S.journal.c
-        for r in self.rows(select(j.ranges).where(j.pipeline == pipeline)):
+        # Scaled-out workers journal under `<pipeline>@I/N`; their ranges are disjoint.
+        for r in self.rows(select(j.ranges).where(
+                (j.pipeline == pipeline) | j.pipeline.like(f"{pipeline}@%"))):
             for tp, (lo, hi) in loads(r["ranges"]).items():
                 topic, part = tp.rsplit(":", 1)
                 cur = ranges.setdefault((topic, int(part)), [lo, hi])
