@@ -318,6 +318,11 @@ class FollowWorker(Worker):
 
     def _commit(self, batch: list[RawRecord], reason: str) -> None:
         t = time.perf_counter()
+        # Within a batch, consume by arrival time (ties: topic, partition, offset): every
+        # partition keeps its offset order (its arrival times never decrease) and the skew
+        # between subjects' deliveries stays out of event-time decisions as far as one batch
+        # reaches. The journal records this order.
+        batch.sort(key=_arrival_order)
         ranges: dict[str, list[int]] = {}
         for raw in batch:
             k = f"{raw.topic}:{raw.partition}"
@@ -372,6 +377,10 @@ class FollowWorker(Worker):
         if self.source is not None and hasattr(self.source, "lag"):
             snap["follow"] = self.live_figures()
         return snap
+
+
+def _arrival_order(raw: RawRecord) -> tuple:
+    return (raw.arrival_us, raw.topic, raw.partition, raw.offset)
 
 
 def _r(v: float | None) -> float | None:
