@@ -5,10 +5,14 @@ has the procedure; `python -m tests.crashloop --kills 30` runs it alone)."""
 
 from __future__ import annotations
 
+import pytest
+
 import os
 
 from tests.conftest import need_service
 from tests.crashloop import crash_loop
+
+pytestmark = [pytest.mark.nats, pytest.mark.postgres, pytest.mark.slow]
 
 
 def test_crash_loop_30_kills_matches_the_reference(pg_url, monkeypatch):

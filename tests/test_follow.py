@@ -19,6 +19,8 @@ from tests.followutil import (NATS_HOST, NATS_PORT, cli, consumed, current_rows,
 
 RUN = ["--batch-size", "50", "--checkpoint-every", "200", "--max-batch-delay", "100"]
 
+pytestmark = pytest.mark.nats
+
 
 @pytest.fixture
 def stream():

@@ -6,6 +6,7 @@ half-written, and the next start resumes."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -16,8 +17,10 @@ from tests.conftest import need_service
 from tests.followutil import (NATS_HOST, NATS_PORT, consumed, new_stream_url, publish,
                               recording_positions, split_recording, start_follow, stop,
                               wait_consumed)
-from tests.pgprivate import PrivatePostgres
+from streaming.benchmarks.private_pg import PrivatePostgres
 from tests.test_follow import RUN, assert_exactly_once
+
+pytestmark = [pytest.mark.nats, pytest.mark.slow]
 
 
 @pytest.fixture
@@ -101,3 +104,70 @@ def test_outage_past_the_limit_exits_7_then_resumes(private_pg, stream_url, tmp_
         code, out, err, _ = stop(proc)
     assert code == 0, out + err
     assert_exactly_once(private_pg.url, "join", rec)
+
+
+class PrivateNats:
+    """A JetStream server of this test's own (file storage in a temp dir) on a free port, so
+    it can be stopped and started again without touching the shared one."""
+
+    def __init__(self, root: str) -> None:
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.root = root
+        self.proc = None
+
+    def start(self) -> None:
+        import shutil
+        import subprocess
+        binary = shutil.which("nats-server") or "/usr/sbin/nats-server"
+        self.proc = subprocess.Popen([binary, "-a", "127.0.0.1", "-p", str(self.port), "-js",
+                                      "-sd", self.root], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        from tests.conftest import _port_open
+        deadline = time.monotonic() + 10
+        while not _port_open("127.0.0.1", self.port):
+            assert time.monotonic() < deadline, "private nats-server did not start"
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+
+def test_broker_restart_mid_run_is_survived(tmp_path):
+    import shutil
+    if not (shutil.which("nats-server") or os.path.exists("/usr/sbin/nats-server")):
+        need_service("NATS", NATS_HOST, NATS_PORT)  # fails in CI, skips elsewhere
+        pytest.skip("nats-server binary not installed")
+    server = PrivateNats(str(tmp_path / "js"))
+    server.start()
+    url = f"nats://127.0.0.1:{server.port}?stream=rs_broker_outage"
+    store_url = f"sqlite:///{tmp_path}/ops.sqlite"
+    rec = bulk(tmp_path, 2000)
+    total = len(recording_positions(rec))
+    publish(str(tmp_path / "empty"), url)
+    first, _ = split_recording(rec, str(tmp_path / "a"), str(tmp_path / "b"), 0.5)
+    proc = start_follow("join", url, store_url, *RUN)
+    try:
+        publish(str(tmp_path / "a"), url, "--rate", "1000")
+        wait_consumed(store_url, "join", first, [proc])
+        server.stop()
+        time.sleep(5.0)
+        server.start()
+        publish(str(tmp_path / "b"), url, "--rate", "1000")
+        wait_consumed(store_url, "join", total, [proc], timeout=60)
+    finally:
+        code, out, err, _ = stop(proc)
+        server.stop()
+    assert code == 0, out + err
+    assert_exactly_once(store_url, "join", rec)
+    store = Store(store_url)
+    try:
+        broker = store.last_metrics("join")["follow"]["broker"]
+        assert broker["outages"] >= 1 and broker["outage_seconds"] >= 4.0, broker
+    finally:
+        store.dispose()

@@ -1,6 +1,6 @@
-"""A private PostgreSQL server for tests that must stop and restart the database: initdb into
-a temporary directory, started on a free port, owned by the `postgres` system user when the
-tests run as root (initdb refuses root). The shared server is never touched."""
+"""A private PostgreSQL server for tests and benchmarks that must stop and restart the database:
+initdb into a temporary directory, started on a free port, owned by the `postgres` system user
+when run as root (initdb refuses root). A shared server is never touched."""
 
 from __future__ import annotations
 
