@@ -399,14 +399,17 @@ def _layout_counts(location: str, topics: list[str], source_cls) -> dict[str, in
 
 
 def status_line(fig: dict) -> str:
+    """The live one-liner: rate, records, lag (total and the worst partition), watermarks
+    (time of day), state size, commit and end-to-end latency."""
     from .timeutil import us_to_iso
     lag = fig["lag"]
-    lag_text = " ".join(f"{k}={v}" for k, v in sorted(lag.items())) or "-"
-    wms = " ".join(f"{t}={us_to_iso(w) if isinstance(w, int) and abs(w) < 1 << 62 else '-'}"
+    worst = max(lag.items(), key=lambda kv: kv[1]) if lag else None
+    lag_text = (f"{sum(lag.values()):,} (max {worst[0]} {worst[1]:,})" if worst else "-")
+    wms = " ".join(f"{t[:4]} {us_to_iso(w)[11:19] if isinstance(w, int) and abs(w) < 1 << 62 else '-'}"
                    for t, w in fig["watermarks"].items())
     c = fig["commit_ms"]
     e = fig["e2e_latency_ms"]
-    return (f"worker {fig['worker']}  {fig['rate_per_s']:,.0f} rec/s  total "
-            f"{fig['records_total']:,}  lag {lag_text}  wm {wms}  state "
-            f"{fig['state_records']} rec/{fig['state_bytes']} B  commit p50 {c['p50']} ms  "
-            f"e2e p50/p99 {e['p50']}/{e['p99']} ms")
+    kb = (fig["state_bytes"] or 0) / 1024
+    return (f"{fig['worker']} | {fig['rate_per_s']:,.0f} rec/s | {fig['records_total']:,} rec | "
+            f"lag {lag_text} | wm {wms} | state {fig['state_records']} rec {kb:,.0f} kB | "
+            f"commit {c['p50']} ms | e2e p50/p99 {e['p50']}/{e['p99']} ms")
