@@ -202,14 +202,13 @@ class FollowWorker(Worker):
 
     # -- set-up ------------------------------------------------------------------------------
     def _open_source(self):
-        from .sources.nats import NatsSource
         from .sources.nats_follow import NatsFollowSource
         arrival = {t: c.arrival_time_field for t, c in self.spec.contracts.items()}
         assignment = self.follow.assignment
         owned = None
         if assignment.count > 1:
             # The layout decides the partition counts; read it before choosing subjects.
-            counts = _layout_counts(self.settings.source, self.spec.topics, NatsSource)
+            counts = _layout_counts(self.settings.source, self.spec.topics)
             owned = assignment.owned(self.spec.name, counts)
         return NatsFollowSource(self.settings.source, self.spec.topics, arrival, owned=owned,
                                 assignment=str(assignment))
@@ -387,10 +386,9 @@ def _r(v: float | None) -> float | None:
     return round(v, 2) if v is not None else None
 
 
-def _layout_counts(location: str, topics: list[str], source_cls) -> dict[str, int]:
-    from .sources.nats_publish import describe_stream
+def _layout_counts(location: str, topics: list[str]) -> dict[str, int]:
     from .sources.filelog import SourceError
-    from .sources.nats_publish import PublishError
+    from .sources.nats_publish import PublishError, describe_stream
     try:
         parts = describe_stream(location)["partitions"]
     except PublishError as exc:
