@@ -214,3 +214,17 @@ def test_one_live_worker_per_assignment(stream, pg_url, tmp_path):
                   "--worker", "0/3", check=False)
     assert changed.returncode == 6
     assert "re-keying" in changed.stderr
+
+
+def test_follow_flags_are_refused_where_they_cannot_apply(tmp_path):
+    rec = tmp_path / "rec"
+    generate("join", str(rec))
+    store = f"sqlite:///{tmp_path}/ops.sqlite"
+    res = cli("join", "run", "--source", str(rec), "--store", store, "--follow", check=False)
+    assert res.returncode == 2 and "--follow needs a nats:// source" in res.stderr
+    res = cli("join", "run", "--source", str(rec), "--store", store, "--worker", "0/2",
+              check=False)
+    assert res.returncode == 2 and "--worker needs --follow" in res.stderr
+    res = cli("join", "run", "--source", "nats://127.0.0.1:1?stream=x", "--store", store,
+              "--follow", "--worker", "2/2", check=False)
+    assert res.returncode == 2 and "0 <= I < N" in res.stderr
