@@ -77,10 +77,10 @@ class Outcome:
 def workload(pipeline: str, out: str, seed: int) -> None:
     """Inputs within the lateness bound of each pipeline."""
     if pipeline == "join":
-        from streaming.workloads.join_seed import generate_bulk
+        from riskstream_tools.workloads.join_seed import generate_bulk
         generate_bulk(seed, out, 2400, merchants=40, events_per_minute=40)
     elif pipeline == "ledger":
-        from streaming.workloads.ledger_seed import generate
+        from riskstream_tools.workloads.ledger_seed import generate
         generate(seed, out, 1200, rate=2.0, scenario=False)
     else:
         steady_receipts(seed, out, 1200)
@@ -96,7 +96,7 @@ def steady_receipts(seed: int, out: str, n: int, merchants: int = 40) -> None:
 
     import orjson
 
-    from streaming.workloads.receipts_seed import T0, receipt
+    from riskstream_tools.workloads.receipts_seed import T0, receipt
     rng = random.Random(seed)
     parts: dict[int, list] = {p: [] for p in range(4)}
     for i in range(n):

@@ -17,7 +17,7 @@ from tests.conftest import need_service
 from tests.followutil import (NATS_HOST, NATS_PORT, consumed, new_stream_url, publish,
                               recording_positions, split_recording, start_follow, stop,
                               wait_consumed)
-from streaming.benchmarks.private_pg import PrivatePostgres
+from riskstream_tools.benchmarks.private_pg import PrivatePostgres
 from tests.test_follow import RUN, assert_exactly_once
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
@@ -41,7 +41,7 @@ def stream_url():
 
 
 def bulk(tmp_path, events: int) -> str:
-    from streaming.workloads.join_seed import generate_bulk
+    from riskstream_tools.workloads.join_seed import generate_bulk
     rec = str(tmp_path / "bulk")
     generate_bulk(3, rec, events, merchants=40)
     split_recording(rec, str(tmp_path / "empty"), str(tmp_path / "unused"), 0.0)

@@ -36,7 +36,7 @@ def follow_settings(follow: bool, max_batch_delay: float, worker: str | None,
                     outage_limit: float):
     """FollowSettings when --follow is given, else None (refusing follow-only flags)."""
     from ..assignment import Assignment, AssignmentError
-    from ..follow import FollowSettings
+    from ..host.follow import FollowSettings
     if not follow:
         if worker is not None:
             fail("--worker needs --follow")
@@ -55,10 +55,10 @@ def run_follow(spec, settings, follow, quiet: bool = False):
     """Run a follow-mode worker until a signal stops it; refusals and outages exit with their
     documented codes and one line of reason."""
     from ..assignment import AssignmentError
-    from ..follow import BrokerUnavailable, FollowWorker, StoreUnavailable, status_line
+    from ..host.follow import BrokerUnavailable, FollowWorker, StoreUnavailable, status_line
     from ..sources.filelog import SourceError
     from ..store.lease import LeaseHeld
-    from ..worker import CheckpointMismatch, SourceMismatch
+    from ..host.checkpoints import CheckpointMismatch, SourceMismatch
     from .join import SOURCE_UNAVAILABLE_EXIT
     live = None
     update = None
