@@ -89,20 +89,18 @@ def test_outage_past_the_limit_exits_7_then_resumes(private_pg, stream_url, tmp_
         wait_consumed(private_pg.url, "join", 100, [proc])
         private_pg.stop()
         out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 7, out + err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: store unavailable for"), err
-    private_pg.start()
-    producer.join(timeout=60)
-    proc = start_follow("join", stream_url, private_pg.url, *RUN)
-    try:
+        assert proc.returncode == 7, out + err
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: store unavailable for"), err
+        private_pg.start()
+        proc = start_follow("join", stream_url, private_pg.url, *RUN)
+        producer.join(timeout=60)
         wait_consumed(private_pg.url, "join", total, [proc])
     finally:
-        code, out, err, _ = stop(proc)
-    assert code == 0, out + err
+        if proc.poll() is None:
+            code, out, err, _ = stop(proc)
+            assert code == 0, out + err
+        producer.join(timeout=60)
     assert_exactly_once(private_pg.url, "join", rec)
 
 

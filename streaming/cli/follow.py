@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import click
 
-from .common import fail
+from .common import SOURCE_UNAVAILABLE_EXIT, fail
 
 follow_flag = click.option(
     "--follow", is_flag=True,
@@ -59,7 +60,9 @@ def run_follow(spec, settings, follow, quiet: bool = False):
     from ..sources.filelog import SourceError
     from ..store.lease import LeaseHeld
     from ..host.checkpoints import CheckpointMismatch, SourceMismatch
-    from .join import SOURCE_UNAVAILABLE_EXIT
+    # The store's outages are retried, counted and, past the limit, reported in one line:
+    # the driver's own warnings about the broken connection would only repeat them.
+    logging.getLogger("psycopg").setLevel(logging.ERROR)
     live = None
     update = None
     if not quiet:

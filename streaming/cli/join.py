@@ -11,11 +11,10 @@ from ..host.settings import RunSettings
 from ..pipelines.join import SPEC
 from ..sources.filelog import SourceError
 from ..store.ops import loads, open_store
-from .common import (emit_rows, fail, format_option, progress_bar, run_settings, source_option,
-                     store_option)
+from .common import (SOURCE_UNAVAILABLE_EXIT, emit_rows, fail, format_option, progress_bar,
+                     run_settings, source_option, store_option)
 from .follow import follow_options, follow_settings, follow_summary, run_follow
 
-SOURCE_UNAVAILABLE_EXIT = 5
 
 PAIR_COLUMNS = ["payment_id", "signal_id", "pair_id", "status", "payment_rev", "signal_rev",
                 "rule_version", "merchant_id", "payment_time", "signal_time"]

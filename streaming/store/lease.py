@@ -1,4 +1,4 @@
-"""One live worker per assignment, and serialized schema creation.
+"""One live worker per assignment.
 
 PostgreSQL: the lease is a session advisory lock held on a connection of its own for the
 worker's lifetime. The server releases it when the session ends, so a worker that dies (even by
@@ -7,11 +7,7 @@ over; a second live worker is refused at once (`pg_try_advisory_lock`). SQLite: 
 `flock` on a file beside the database, released by the kernel when the process exits.
 
 The `worker_leases` row names the current holder (host:pid, acquired/released at); it is a
-description, not the lock.
-
-`create_schema` takes a transaction-scoped advisory lock before `CREATE TABLE ... IF NOT
-EXISTS` on PostgreSQL: two first starts on an empty database otherwise race in the catalog
-(one of them fails with a unique violation on pg_type)."""
+description, not the lock. Schema creation is serialized in `bootstrap.py`."""
 
 from __future__ import annotations
 
@@ -23,11 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from . import schema as S
-
-# The first key of every riskstream advisory lock (a namespace within the database).
-LOCK_NAMESPACE = 0x52534C4B  # "RSLK", an int4
-SCHEMA_LOCK = 1
-
+from .bootstrap import LOCK_NAMESPACE
 
 def _int4(value: int) -> int:
     value &= 0xFFFFFFFF
@@ -36,17 +28,6 @@ def _int4(value: int) -> int:
 
 def lease_lock_id(key: str) -> int:
     return _int4(zlib.crc32(f"lease:{key}".encode()))
-
-
-def create_schema(engine: Engine) -> None:
-    """Create missing tables; serialized across processes on PostgreSQL."""
-    if engine.dialect.name == "postgresql":
-        with engine.begin() as conn:
-            conn.execute(text("SELECT pg_advisory_xact_lock(CAST(:ns AS integer), CAST(:id AS integer))"),
-                         {"ns": LOCK_NAMESPACE, "id": SCHEMA_LOCK})
-            S.metadata.create_all(conn)
-        return
-    S.metadata.create_all(engine)
 
 
 class LeaseHeld(RuntimeError):

@@ -14,6 +14,7 @@ from sqlalchemy import Table, create_engine, event, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from . import schema as S
+from .bootstrap import create_schema
 from . import tables as _tables  # noqa: F401  (registers pipeline tables)
 
 DEFAULT_STORE_URL = "sqlite:///.riskstream/ops.sqlite"
@@ -221,7 +222,6 @@ class Store:
     def __init__(self, url: str = DEFAULT_STORE_URL):
         self.url = url
         self.engine = make_engine(url)
-        from .lease import create_schema
         create_schema(self.engine)
 
     @property
