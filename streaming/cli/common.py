@@ -14,6 +14,9 @@ import orjson
 
 from ..store.ops import DEFAULT_STORE_URL
 
+# A source that cannot be opened (missing, unreachable, malformed) ends a run with this code.
+SOURCE_UNAVAILABLE_EXIT = 5
+
 store_option = click.option(
     "--store", "store_url", envvar="RISKSTREAM_STORE_URL", default=DEFAULT_STORE_URL,
     show_default=True, help="Operational store URL (sqlite:///... or postgresql://...).")

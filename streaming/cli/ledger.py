@@ -11,7 +11,8 @@ import orjson
 from ..host.crash import CRASH_POINTS
 from ..store.ops import loads
 from .common import (echo_json, emit_rows, fail, format_option, open_store, run_settings,
-                     store_option)
+                     source_option, store_option)
+from .follow import follow_options, follow_settings
 
 WINDOW_COLUMNS = ["account_id", "event_hour", "revision", "total_cents", "payment_count",
                   "risk_count", "status", "fact_key", "predecessor_key"]
@@ -23,7 +24,7 @@ def ledger() -> None:
 
 
 @ledger.command()
-@click.option("--source", required=True, type=click.Path(exists=True, file_okay=False))
+@source_option
 @store_option
 @click.option("--sink-rate", type=float, default=None,
               help="Throttle: records per second of worker clock the sink commits.")
@@ -35,10 +36,11 @@ def ledger() -> None:
 @click.option("--checkpoint-every", type=int, default=1000, show_default=True)
 @click.option("--batch-size", type=int, default=500, show_default=True)
 @click.option("--end-of-stream", is_flag=True, help="Finalize every window.")
+@follow_options
 @click.option("--quiet", is_flag=True)
 def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, checkpoint_every,
-        batch_size, end_of_stream, quiet):
-    """Run (or resume) the ledger over a file log until it is drained."""
+        batch_size, end_of_stream, follow, max_batch_delay, worker, outage_limit, quiet):
+    """Run (or resume) the ledger over a source until it is drained, or follow it."""
     from ..host.throttle import ThrottleSettings
     from ..pipelines.ledger import make_spec, run_extra
     from ..repairs.ledger import RepairKeyMissing, resolve_key
@@ -57,6 +59,12 @@ def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, ch
         fail(str(exc))
     settings = run_settings(source, store_url, crash_at, checkpoint_every, batch_size,
                             end_of_stream=end_of_stream, extra=run_extra(key), throttle=throttle)
+    following = follow_settings(follow, max_batch_delay, worker, outage_limit)
+    if following is not None:
+        from .follow import follow_summary, run_follow
+        click.echo(follow_summary("ledger", run_follow(make_spec(key), settings, following,
+                                                       quiet)))
+        return
     res = run_pipeline(make_spec(key), settings, quiet)
     for line in summary_lines(res):
         click.echo(line)

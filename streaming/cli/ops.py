@@ -33,7 +33,9 @@ def queue_list(store_url, pipeline, status, fmt):
 
 @click.command()
 @store_option
-@click.option("--pipeline", default=None, help="One pipeline (default: the latest of each).")
+@click.option("--pipeline", default=None,
+              help="One pipeline, or one scaled-out worker as PIPELINE@I/N (default: the latest "
+                   "of each pipeline and worker).")
 @click.option("--trace", is_flag=True, help="The whole trace over time instead of the last.")
 def metrics(store_url, pipeline, trace):
     """The last metrics snapshot as JSON."""

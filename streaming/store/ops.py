@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from . import schema as S
 from .accounting import source_accounting
+from .bootstrap import create_schema
 from . import tables as _tables  # noqa: F401  (registers pipeline tables)
 
 DEFAULT_STORE_URL = "sqlite:///.riskstream/ops.sqlite"
@@ -222,7 +223,7 @@ class Store:
     def __init__(self, url: str = DEFAULT_STORE_URL):
         self.url = url
         self.engine = make_engine(url)
-        S.metadata.create_all(self.engine)
+        create_schema(self.engine)
 
     @property
     def dialect(self) -> str:
