@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from . import bench as bench_cmds
 from . import generations as generations_cmds
 from . import join as join_cmds
 from . import join_evidence as join_evidence_cmds
@@ -32,6 +33,7 @@ for cmd in generations_cmds.COMMANDS:
     cli.add_command(cmd)
 cli.add_command(receipts_cmds.receipts)
 cli.add_command(receipts_cmds.model)
+cli.add_command(bench_cmds.bench)
 
 if __name__ == "__main__":
     cli()

@@ -22,6 +22,7 @@ from bisect import bisect_left, insort
 from typing import Iterable
 
 from ..contracts import Record
+from ..keys import compose, escape
 from ..state import KeyedSide
 from ..timeutil import NEG_INF, POS_INF, US_PER_MIN, us_to_iso
 from .base import ACCEPTED, DUPLICATE, ROUTED, STALE, Emit, Fact, QueueEntry, Quarantined
@@ -43,24 +44,32 @@ SIGNALS = "risk_signals"
 
 def pair_id(rule_version: str, payment_id: str, payment_rev: int, signal_id: str,
             signal_rev: int) -> str:
-    raw = f"{rule_version}\x1f{payment_id}\x1f{payment_rev}\x1f{signal_id}\x1f{signal_rev}"
+    return _pair_id_escaped(escape(rule_version), escape(payment_id), payment_rev,
+                            escape(signal_id), signal_rev)
+
+
+def _pair_id_escaped(rule_eid: str, payment_eid: str, payment_rev: int, signal_eid: str,
+                     signal_rev: int) -> str:
+    # The hashed text is the unambiguous composition of the five parts (see keys.compose).
+    raw = f"{rule_eid}|{payment_eid}|{payment_rev}|{signal_eid}|{signal_rev}"
     return hashlib.blake2b(raw.encode(), digest_size=16).hexdigest()
 
 
 def pair_fact_key(payment_us: int, pid: str, action: str) -> str:
-    # Leading with the payment's event time keeps the unique index's inserts time-ordered.
-    return f"pair|{us_to_iso(payment_us)}|{pid}|{action}"
+    # Leading with the payment's event time (integer microseconds, no formatting on the hot
+    # path) keeps the unique index's inserts time-ordered; `pid` is hex, so no escaping.
+    return f"pair|{payment_us}|{pid}|{action}"
 
 
 def pair_logical_key(payment_id: str, signal_id: str, rule_version: str) -> str:
-    return f"{payment_id}|{signal_id}|{rule_version}"
+    return compose(payment_id, signal_id, rule_version)
 
 
 class Entry:
     """A payment or signal held in state. `matches` maps counterpart id -> current pair id."""
 
     __slots__ = ("id", "rev", "t", "key", "seq", "size", "payload", "matches", "outcome",
-                 "outcome_seq", "arrival")
+                 "outcome_seq", "arrival", "_iso", "eid")
 
     def __init__(self, id, rev, t, key, seq, size, payload, arrival):
         self.id = id
@@ -74,6 +83,15 @@ class Entry:
         self.matches: dict[str, str] = {}
         self.outcome = ""  # last outcome status published (payments only)
         self.outcome_seq = 0
+        self._iso: str | None = None
+        self.eid = escape(id)  # the ID as a composite-key part, escaped once per entry
+
+    @property
+    def iso(self) -> str:
+        """The event time as ISO text for payloads, formatted once per entry (not per pair)."""
+        if self._iso is None:
+            self._iso = us_to_iso(self.t)
+        return self._iso
 
     def dump(self) -> list:
         return [self.id, self.rev, self.t, self.key, self.seq, self.size, self.payload,
@@ -105,6 +123,7 @@ class IntervalJoin:
         self.upper = upper_us
         self.ttl = ttl_us
         self.rule_version = rule_version
+        self._rule_eid = escape(rule_version)
         self.identity_retention = identity_retention_us
         self._pruned_at = NEG_INF
         self.pay = KeyedSide(PAYMENTS)
@@ -220,13 +239,13 @@ class IntervalJoin:
     def _pair_payload(self, p: Entry, s: Entry, pid: str) -> dict:
         return {"rule_version": self.rule_version, "pair_id": pid, "merchant_id": p.key,
                 "payment_id": p.id, "payment_rev": p.rev, "signal_id": s.id, "signal_rev": s.rev,
-                "payment_time": us_to_iso(p.t), "signal_time": us_to_iso(s.t),
+                "payment_time": p.iso, "signal_time": s.iso,
                 "amount_cents": p.payload.get("amount_cents"), "score": s.payload.get("score")}
 
     def _publish(self, p: Entry, s: Entry, out: Emit) -> str:
-        pid = pair_id(self.rule_version, p.id, p.rev, s.id, s.rev)
+        pid = _pair_id_escaped(self._rule_eid, p.eid, p.rev, s.eid, s.rev)
         out.fact(Fact.make(pair_fact_key(p.t, pid, "publish"), "pair",
-                           pair_logical_key(p.id, s.id, self.rule_version), "current",
+                           f"{p.eid}|{s.eid}|{self._rule_eid}", "current",
                            self._pair_payload(p, s, pid)))
         p.matches[s.id] = pid
         s.matches[p.id] = pid
@@ -247,11 +266,11 @@ class IntervalJoin:
         p.outcome_seq += 1
         p.outcome = status
         payload = {"payment_id": p.id, "payment_rev": p.rev, "merchant_id": p.key,
-                   "payment_time": us_to_iso(p.t), "amount_cents": p.payload.get("amount_cents"),
+                   "payment_time": p.iso, "amount_cents": p.payload.get("amount_cents"),
                    "status": status, "match_count": len(p.matches),
                    "rule_version": self.rule_version}
-        out.fact(Fact.make(f"outcome|{p.id}|{p.rev}|{p.outcome_seq}", "outcome", p.id, status,
-                           payload))
+        out.fact(Fact.make(f"outcome|{p.eid}|{p.rev}|{p.outcome_seq}", "outcome", p.id,
+                           status, payload))
 
     # ------------------------------------------------------------------ records
     def on_record(self, rec: Record, out: Emit) -> None:

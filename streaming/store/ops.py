@@ -141,11 +141,48 @@ class BatchWrite:
     generation_id: str | None = None
 
 
+# Columns of a staged fact, in the order they are staged and inserted.
+_FACT_COLUMNS = ("pipeline", "fact_key", "kind", "logical_key", "status", "payload_hash",
+                 "payload", "predecessor_key", "batch_seq", "generation_id", "created_at")
+_STAGE = "fact_stage"
+
+
+def _stage_facts(conn: Connection, rows: list[tuple]) -> None:
+    """Load a batch's facts into a per-connection temporary table without indexes: COPY on
+    PostgreSQL, one prepared executemany on SQLite. The set-based statements below read it."""
+    cols = ", ".join(_FACT_COLUMNS)
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(
+            f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (ord integer, "
+            "pipeline text, fact_key text, kind text, logical_key text, status text, "
+            "payload_hash text, payload text, predecessor_key text, batch_seq bigint, "
+            "generation_id text, created_at text) ON COMMIT DELETE ROWS")
+        raw = conn.connection.dbapi_connection
+        with raw.cursor() as cur:
+            with cur.copy(f"COPY {_STAGE} (ord, {cols}) FROM STDIN") as copy:
+                for i, r in enumerate(rows):
+                    copy.write_row((i, *r))
+        return
+    conn.exec_driver_sql(
+        f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (ord INTEGER, pipeline TEXT, fact_key TEXT, "
+        "kind TEXT, logical_key TEXT, status TEXT, payload_hash TEXT, payload TEXT, "
+        "predecessor_key TEXT, batch_seq INTEGER, generation_id TEXT, created_at TEXT)")
+    conn.exec_driver_sql(f"DELETE FROM {_STAGE}")
+    marks = ", ".join(["?"] * (len(_FACT_COLUMNS) + 1))
+    conn.exec_driver_sql(f"INSERT INTO {_STAGE} (ord, {cols}) VALUES ({marks})",
+                         [(i, *r) for i, r in enumerate(rows)])
+
+
 def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int | None,
                 generation_id: str | None = None) -> SinkResult:
     """The sink contract: a new key is written; an existing key with the same payload hash is a
     no-op; an existing key with another hash is rejected and recorded as an exception. The
-    current view is derived from the newly written facts in the same transaction."""
+    current view is derived from the newly written facts in the same transaction.
+
+    Set-based per batch: the facts are staged (COPY / executemany), one
+    `INSERT ... SELECT ... ON CONFLICT DO NOTHING RETURNING fact_key` lets the unique index
+    decide and names the keys this batch wrote; only when some key already existed does one
+    join of the stage with the facts read the existing hashes back (by the unique key)."""
     res = SinkResult()
     if not facts_in:
         return res
@@ -163,58 +200,64 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
         else:
             res.noop += 1
     created = now_iso()
-    rows = []
-    for f in ordered:
-        payload = getattr(f, "payload_json", None) or dumps(f.payload)
-        rows.append({"pipeline": pipeline, "fact_key": f.fact_key, "kind": f.kind,
-                     "logical_key": f.logical_key, "status": f.status,
-                     "payload_hash": f.payload_hash, "payload": payload,
-                     "predecessor_key": f.predecessor_key, "batch_seq": batch_seq,
-                     "generation_id": generation_id, "created_at": created})
-    fc = S.facts.c
-    # Insert first and let the unique index decide (the common case: every key is new). Only
-    # when some key already existed do we read the batch's keys back: rows with an id above
-    # the pre-insert maximum are this batch's, the others were there before (same hash: no-op;
-    # another hash: rejected). Reading first would cost a look-up per fact on every batch.
-    max_id = conn.execute(select(func.max(fc.id))).scalar() or 0
-    inserted = insert_ignore(conn, S.facts, rows) if rows else 0
-    new_keys: set[str] | None = None  # None: all new
+    payloads = [f.payload_json or dumps(f.payload) for f in ordered]
+    rows = [(pipeline, f.fact_key, f.kind, f.logical_key, f.status, f.payload_hash, pj,
+             f.predecessor_key, batch_seq, generation_id, created)
+            for f, pj in zip(ordered, payloads)]
+    _stage_facts(conn, rows)
+    cols = ", ".join(_FACT_COLUMNS)
+    written = {r[0] for r in conn.exec_driver_sql(
+        f"INSERT INTO facts ({cols}) SELECT {cols} FROM {_STAGE} WHERE true ORDER BY ord "
+        "ON CONFLICT (pipeline, fact_key) DO NOTHING RETURNING fact_key")}
     existing: dict[str, str] = {}
-    if inserted != len(rows):
-        new_keys = set()
-        keys = [r["fact_key"] for r in rows]
-        for i in range(0, len(keys), 500):
-            chunk = keys[i:i + 500]
-            for k, h, fid in conn.execute(select(fc.fact_key, fc.payload_hash, fc.id).where(
-                    fc.pipeline == pipeline, fc.fact_key.in_(chunk))):
-                if fid > max_id:
-                    new_keys.add(k)
-                else:
-                    existing[k] = h
-    view: dict[tuple[str, str], dict] = {}
-    for f, r in zip(ordered, rows):
-        if new_keys is None or f.fact_key in new_keys:
+    if len(written) != len(rows):
+        if conn.dialect.name == "postgresql":
+            # Fresh statistics for the stage so the planner probes the unique index per key.
+            conn.exec_driver_sql(f"ANALYZE {_STAGE}")
+        for k, h in conn.exec_driver_sql(
+                f"SELECT f.fact_key, f.payload_hash FROM {_STAGE} s JOIN facts f "
+                "ON f.pipeline = s.pipeline AND f.fact_key = s.fact_key"):
+            if k not in written:
+                existing[k] = h
+    view: dict[tuple[str, str], tuple] = {}
+    for f, pj in zip(ordered, payloads):
+        if f.fact_key in written:
             res.written += 1
-            view[(f.kind, f.logical_key)] = {"pipeline": pipeline, "kind": f.kind,
-                                             "logical_key": f.logical_key,
-                                             "fact_key": f.fact_key, "status": f.status,
-                                             "payload": r["payload"], "batch_seq": batch_seq}
+            view[(f.kind, f.logical_key)] = (pipeline, f.kind, f.logical_key, f.fact_key,
+                                             f.status, pj, batch_seq)
         elif existing.get(f.fact_key) == f.payload_hash:
             res.noop += 1
         else:
             conflicts.append((f, existing.get(f.fact_key, "")))
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(f"DELETE FROM {_STAGE}")
     if view and generation_id is None:
-        upsert(conn, S.current_view, list(view.values()), ["pipeline", "kind", "logical_key"])
+        _upsert_view(conn, list(view.values()))
     if conflicts:
         created = now_iso()
-        rows = [{"pipeline": pipeline, "fact_key": f.fact_key, "existing_hash": h,
-                 "rejected_hash": f.payload_hash, "rejected_payload": dumps(f.payload),
-                 "reason": "existing key with different content", "batch_seq": batch_seq,
-                 "created_at": created} for f, h in conflicts]
-        insert_ignore(conn, S.sink_exceptions, rows)
+        rows_x = [{"pipeline": pipeline, "fact_key": f.fact_key, "existing_hash": h,
+                   "rejected_hash": f.payload_hash, "rejected_payload": dumps(f.payload),
+                   "reason": "existing key with different content", "batch_seq": batch_seq,
+                   "created_at": created} for f, h in conflicts]
+        insert_ignore(conn, S.sink_exceptions, rows_x)
         res.rejected = len(conflicts)
         res.rejected_keys = [f.fact_key for f, _ in conflicts]
     return res
+
+
+_VIEW_COLUMNS = ("pipeline", "kind", "logical_key", "fact_key", "status", "payload", "batch_seq")
+
+
+def _upsert_view(conn: Connection, rows: list[tuple]) -> None:
+    """The current view of a batch in one prepared statement: the last written fact per
+    logical key replaces the row."""
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    cols = ", ".join(_VIEW_COLUMNS)
+    conn.exec_driver_sql(
+        f"INSERT INTO current_view ({cols}) VALUES ({', '.join([mark] * len(_VIEW_COLUMNS))}) "
+        "ON CONFLICT (pipeline, kind, logical_key) DO UPDATE SET fact_key = excluded.fact_key, "
+        "status = excluded.status, payload = excluded.payload, batch_seq = excluded.batch_seq",
+        rows)
 
 
 class Store:
