@@ -75,14 +75,33 @@ def _columns(rows: list[dict]) -> list[str]:
     return cols
 
 
+# Below this many rows a plain executemany is cheaper than staging through COPY.
+_COPY_MIN_ROWS = 64
+
+
+def _copy_stage(conn: Connection, like: str, cols: list[str], params: list[tuple]) -> str:
+    """PostgreSQL: COPY rows into a per-connection temporary table shaped like `like` (no
+    indexes, emptied at commit) and return its name."""
+    q = conn.dialect.identifier_preparer.quote
+    stage = f"stage_{like}"
+    conn.exec_driver_sql(f"CREATE TEMP TABLE IF NOT EXISTS {q(stage)} (LIKE {q(like)}) "
+                         "ON COMMIT DELETE ROWS")
+    conn.exec_driver_sql(f"DELETE FROM {q(stage)}")
+    raw = conn.connection.dbapi_connection
+    with raw.cursor() as cur:
+        with cur.copy(f"COPY {q(stage)} ({', '.join(q(c) for c in cols)}) FROM STDIN") as cp:
+            for row in params:
+                cp.write_row(row)
+    return stage
+
+
 def _bulk(conn: Connection, table: Table, rows: list[dict], conflict: str) -> int:
-    """The driver's bulk path (sqlite3 / psycopg executemany) behind one portable statement;
-    SQLAlchemy still owns the schema. `conflict` is the ON CONFLICT clause or ''."""
+    """The driver's bulk path behind one portable statement; SQLAlchemy still owns the schema.
+    SQLite: one prepared executemany (sqlite3 loops in C). PostgreSQL: COPY into a temporary
+    stage, then one INSERT ... SELECT (psycopg's executemany costs Python work per row).
+    `conflict` is the ON CONFLICT clause or ''."""
     cols = _columns(rows)
     q = conn.dialect.identifier_preparer.quote
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    sql = (f"INSERT INTO {q(table.name)} ({', '.join(q(c) for c in cols)}) "
-           f"VALUES ({', '.join([mark] * len(cols))}) {conflict}")
     first = tuple(rows[0])
     if tuple(cols) == first and all(len(r) == len(first) for r in rows):
         # Homogeneous rows (the common case): C-speed extraction.
@@ -90,7 +109,16 @@ def _bulk(conn: Connection, table: Table, rows: list[dict], conflict: str) -> in
         params = [getter(r) for r in rows]
     else:
         params = [tuple(r.get(c) for c in cols) for r in rows]
-    res = conn.exec_driver_sql(sql, params)
+    collist = ", ".join(q(c) for c in cols)
+    if conn.dialect.name == "postgresql" and len(params) >= _COPY_MIN_ROWS:
+        stage = _copy_stage(conn, table.name, cols, params)
+        res = conn.exec_driver_sql(f"INSERT INTO {q(table.name)} ({collist}) "
+                                   f"SELECT {collist} FROM {q(stage)} {conflict}")
+    else:
+        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        sql = (f"INSERT INTO {q(table.name)} ({collist}) "
+               f"VALUES ({', '.join([mark] * len(cols))}) {conflict}")
+        res = conn.exec_driver_sql(sql, params)
     n = res.rowcount
     return n if n is not None and n >= 0 else len(rows)
 
@@ -157,6 +185,7 @@ def _stage_facts(conn: Connection, rows: list[tuple]) -> None:
             "pipeline text, fact_key text, kind text, logical_key text, status text, "
             "payload_hash text, payload text, predecessor_key text, batch_seq bigint, "
             "generation_id text, created_at text) ON COMMIT DELETE ROWS")
+        conn.exec_driver_sql(f"DELETE FROM {_STAGE}")
         raw = conn.connection.dbapi_connection
         with raw.cursor() as cur:
             with cur.copy(f"COPY {_STAGE} (ord, {cols}) FROM STDIN") as copy:
@@ -219,12 +248,14 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
                 "ON f.pipeline = s.pipeline AND f.fact_key = s.fact_key"):
             if k not in written:
                 existing[k] = h
-    view: dict[tuple[str, str], tuple] = {}
+    view: dict[tuple[str, str], dict] = {}
     for f, pj in zip(ordered, payloads):
         if f.fact_key in written:
             res.written += 1
-            view[(f.kind, f.logical_key)] = (pipeline, f.kind, f.logical_key, f.fact_key,
-                                             f.status, pj, batch_seq)
+            view[(f.kind, f.logical_key)] = {"pipeline": pipeline, "kind": f.kind,
+                                             "logical_key": f.logical_key,
+                                             "fact_key": f.fact_key, "status": f.status,
+                                             "payload": pj, "batch_seq": batch_seq}
         elif existing.get(f.fact_key) == f.payload_hash:
             res.noop += 1
         else:
@@ -245,19 +276,10 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
     return res
 
 
-_VIEW_COLUMNS = ("pipeline", "kind", "logical_key", "fact_key", "status", "payload", "batch_seq")
-
-
-def _upsert_view(conn: Connection, rows: list[tuple]) -> None:
-    """The current view of a batch in one prepared statement: the last written fact per
-    logical key replaces the row."""
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    cols = ", ".join(_VIEW_COLUMNS)
-    conn.exec_driver_sql(
-        f"INSERT INTO current_view ({cols}) VALUES ({', '.join([mark] * len(_VIEW_COLUMNS))}) "
-        "ON CONFLICT (pipeline, kind, logical_key) DO UPDATE SET fact_key = excluded.fact_key, "
-        "status = excluded.status, payload = excluded.payload, batch_seq = excluded.batch_seq",
-        rows)
+def _upsert_view(conn: Connection, rows: list[dict]) -> None:
+    """The current view of a batch in one statement: the last written fact per logical key
+    replaces the row (the rows are already one per key)."""
+    upsert(conn, S.current_view, rows, ["pipeline", "kind", "logical_key"])
 
 
 class Store:
