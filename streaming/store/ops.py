@@ -208,7 +208,7 @@ def _stage_facts(conn: Connection, rows: list[tuple]) -> None:
         f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (ord INTEGER, pipeline TEXT, fact_key TEXT, "
         "kind TEXT, logical_key TEXT, status TEXT, payload_hash TEXT, payload TEXT, "
         "predecessor_key TEXT, batch_seq INTEGER, generation_id TEXT, created_at TEXT)")
-    conn.exec_driver_sql(f"DELETE FROM {_STAGE}")
+    conn.exec_driver_sql(f"DELETE FROM {_STAGE}")  # left from an earlier batch
     marks = ", ".join(["?"] * (len(_FACT_COLUMNS) + 1))
     conn.exec_driver_sql(f"INSERT INTO {_STAGE} (ord, {cols}) VALUES ({marks})",
                          [(i, *r) for i, r in enumerate(rows)])
@@ -220,9 +220,10 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
     no-op; an existing key with another hash is rejected and recorded as an exception. The
     current view is derived from the newly written facts in the same transaction.
 
-    Set-based per batch: the facts are staged (COPY / executemany), one
+    Set-based per batch: the facts are staged (COPY on PostgreSQL), one
     `INSERT ... SELECT ... ON CONFLICT DO NOTHING RETURNING fact_key` lets the unique index
-    decide and names the keys this batch wrote; only when some key already existed does one
+    decide and names the keys this batch wrote (SQLite first tries one executemany straight
+    into the table and takes the staged path only when some key existed); only then does one
     join of the stage with the facts read the existing hashes back (by the unique key)."""
     res = SinkResult()
     if not facts_in:
@@ -245,11 +246,27 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
     rows = [(pipeline, f.fact_key, f.kind, f.logical_key, f.status, f.payload_hash, pj,
              f.predecessor_key, batch_seq, generation_id, created)
             for f, pj in zip(ordered, payloads)]
-    _stage_facts(conn, rows)
     cols = ", ".join(_FACT_COLUMNS)
-    written = {r[0] for r in conn.exec_driver_sql(
-        f"INSERT INTO facts ({cols}) SELECT {cols} FROM {_STAGE} WHERE true ORDER BY ord "
-        "ON CONFLICT (pipeline, fact_key) DO NOTHING RETURNING fact_key")}
+    written: set[str] | None = None
+    if conn.dialect.name == "sqlite":
+        # SQLite: one prepared executemany straight into the facts. When every key was new
+        # (the common case) that is the whole story; otherwise the insert is rolled back to
+        # the savepoint and redone through the stage, which names the keys it wrote.
+        conn.exec_driver_sql("SAVEPOINT facts_direct")
+        marks = ", ".join(["?"] * len(_FACT_COLUMNS))
+        n = conn.exec_driver_sql(f"INSERT INTO facts ({cols}) VALUES ({marks}) "
+                                 "ON CONFLICT (pipeline, fact_key) DO NOTHING", rows).rowcount
+        if n == len(rows):
+            conn.exec_driver_sql("RELEASE facts_direct")
+            written = set(seen)
+        else:
+            conn.exec_driver_sql("ROLLBACK TO facts_direct")
+            conn.exec_driver_sql("RELEASE facts_direct")
+    if written is None:
+        _stage_facts(conn, rows)
+        written = {r[0] for r in conn.exec_driver_sql(
+            f"INSERT INTO facts ({cols}) SELECT {cols} FROM {_STAGE} WHERE true ORDER BY ord "
+            "ON CONFLICT (pipeline, fact_key) DO NOTHING RETURNING fact_key")}
     existing: dict[str, str] = {}
     if len(written) != len(rows):
         if conn.dialect.name == "postgresql":
@@ -272,8 +289,6 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
             res.noop += 1
         else:
             conflicts.append((f, existing.get(f.fact_key, "")))
-    if conn.dialect.name == "sqlite":
-        conn.exec_driver_sql(f"DELETE FROM {_STAGE}")
     if view and generation_id is None:
         _upsert_view(conn, list(view.values()))
     if conflicts:
