@@ -65,6 +65,26 @@ def pair_logical_key(payment_id: str, signal_id: str, rule_version: str) -> str:
     return compose(payment_id, signal_id, rule_version)
 
 
+def pair_payload(rule_version: str, pid: str, merchant_id: str, payment_id: str,
+                 payment_rev: int, signal_id: str, signal_rev: int, payment_time: str,
+                 signal_time: str, amount_cents, score) -> dict:  # noqa: ANN001
+    """A published pair's business payload: the one definition the live operator and the
+    batch rebuild share, so equal pairs hash equally."""
+    return {"rule_version": rule_version, "pair_id": pid, "merchant_id": merchant_id,
+            "payment_id": payment_id, "payment_rev": payment_rev, "signal_id": signal_id,
+            "signal_rev": signal_rev, "payment_time": payment_time, "signal_time": signal_time,
+            "amount_cents": amount_cents, "score": score}
+
+
+def outcome_payload(payment_id: str, payment_rev: int, merchant_id: str, payment_time: str,
+                    amount_cents, status: str, match_count: int,  # noqa: ANN001
+                    rule_version: str) -> dict:
+    """A payment outcome's business payload (live and rebuilt)."""
+    return {"payment_id": payment_id, "payment_rev": payment_rev, "merchant_id": merchant_id,
+            "payment_time": payment_time, "amount_cents": amount_cents, "status": status,
+            "match_count": match_count, "rule_version": rule_version}
+
+
 class Entry:
     """A payment or signal held in state. `matches` maps counterpart id -> current pair id."""
 
@@ -302,10 +322,8 @@ class IntervalJoin:
 
     # ------------------------------------------------------------------ facts
     def _pair_payload(self, p: Entry, s: Entry, pid: str) -> dict:
-        return {"rule_version": self.rule_version, "pair_id": pid, "merchant_id": p.key,
-                "payment_id": p.id, "payment_rev": p.rev, "signal_id": s.id, "signal_rev": s.rev,
-                "payment_time": p.iso, "signal_time": s.iso,
-                "amount_cents": p.payload.get("amount_cents"), "score": s.payload.get("score")}
+        return pair_payload(self.rule_version, pid, p.key, p.id, p.rev, s.id, s.rev, p.iso,
+                            s.iso, p.payload.get("amount_cents"), s.payload.get("score"))
 
     def _publish(self, p: Entry, s: Entry, out: Emit) -> str:
         pid = _pair_id_escaped(self._rule_eid, p.eid, p.rev, s.eid, s.rev)
@@ -337,10 +355,8 @@ class IntervalJoin:
     def _outcome(self, p: Entry, status: str, out: Emit) -> None:
         p.outcome_seq += 1
         p.outcome = status
-        payload = {"payment_id": p.id, "payment_rev": p.rev, "merchant_id": p.key,
-                   "payment_time": p.iso, "amount_cents": p.payload.get("amount_cents"),
-                   "status": status, "match_count": len(p.matches),
-                   "rule_version": self.rule_version}
+        payload = outcome_payload(p.id, p.rev, p.key, p.iso, p.payload.get("amount_cents"),
+                                  status, len(p.matches), self.rule_version)
         out.fact(Fact.make(f"outcome|{p.eid}|{p.rev}|{p.outcome_seq}", "outcome", p.id,
                            status, payload))
 
