@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from streaming.benchmarks.scenarios import SCENARIOS
+from riskstream_tools.benchmarks.scenarios import SCENARIOS
 
 from .conftest import PG_ADMIN_DSN, need_service
 
@@ -49,8 +49,8 @@ def test_bench_fails_a_wrong_answer(tmp_path, monkeypatch):
     """A scenario whose answer differs from the reference fails the run (exit 1)."""
     from click.testing import CliRunner
 
-    from streaming.benchmarks import scenarios as sc
-    from streaming.cli.bench import bench
+    from riskstream_tools.benchmarks import scenarios as sc
+    from riskstream_tools.cli.bench import bench
 
     def wrong(scenario, workdir, n):  # noqa: ANN001
         return {"scenario": scenario, "events": n, "seconds": 0.1, "events_per_s": 10 * n,
