@@ -1,7 +1,7 @@
 """`riskstream bench`: each pipeline end to end against its in-memory reference in the same run.
 
-Every scenario runs in its own child process, so its peak resident memory (getrusage ru_maxrss,
-read right after the run and before the reference is built) belongs to that scenario alone.
+Every scenario runs in its own child process, so its peak resident memory (VmHWM, read right
+after the run and before the reference is built) belongs to that scenario alone.
 The child times the run, then the reference over the same input, and compares the answers: a
 wrong answer fails the scenario however fast it was. On a shared machine the ratio
 run / reference is the figure that counts; the absolute rate is reported beside it.
@@ -81,6 +81,16 @@ def _sqlite_url(workdir: str, scenario: str) -> str:
 
 # ---------------------------------------------------------------------------- child helpers
 def _peak_rss_mib() -> float:
+    """This process's peak resident memory. Linux: VmHWM, the high-water mark of this program's
+    own address space (ru_maxrss would carry over the parent's peak across fork + exec, and the
+    parent generated the inputs)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
