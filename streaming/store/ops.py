@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import zlib
 from operator import itemgetter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -92,12 +93,13 @@ _COPY_MIN_ROWS = 64
 
 
 def _copy_stage(conn: Connection, like: str, cols: list[str], params: list[tuple]) -> str:
-    """PostgreSQL: COPY rows into a per-connection temporary table shaped like `like` (no
-    indexes, emptied at commit) and return its name."""
+    """PostgreSQL: COPY rows into a per-connection temporary table with the target's types for
+    exactly these columns (no constraints, no indexes, emptied at commit); return its name."""
     q = conn.dialect.identifier_preparer.quote
-    stage = f"stage_{like}"
-    conn.exec_driver_sql(f"CREATE TEMP TABLE IF NOT EXISTS {q(stage)} (LIKE {q(like)}) "
-                         "ON COMMIT DELETE ROWS")
+    collist = ", ".join(q(c) for c in cols)
+    stage = f"stage_{like}_{zlib.crc32(collist.encode()):08x}"
+    conn.exec_driver_sql(f"CREATE TEMP TABLE IF NOT EXISTS {q(stage)} ON COMMIT DELETE ROWS "
+                         f"AS SELECT {collist} FROM {q(like)} WITH NO DATA")
     conn.exec_driver_sql(f"DELETE FROM {q(stage)}")
     raw = conn.connection.dbapi_connection
     with raw.cursor() as cur:
