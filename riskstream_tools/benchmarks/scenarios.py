@@ -370,4 +370,5 @@ if __name__ == "__main__":
         _, _, name, src_, url_, n_ = sys.argv
         print(json.dumps(CHILDREN[name](src_, url_, int(n_)), default=str))
     else:
-        raise SystemExit("usage: python -m riskstream_tools.benchmarks.scenarios child NAME SRC URL N")
+        raise SystemExit(
+            "usage: python -m riskstream_tools.benchmarks.scenarios child NAME SRC URL N")

@@ -1,7 +1,7 @@
 """The tooling's CLI commands, added to the runtime's groups by `register` (the
 `riskstream.commands` entry point `tools`): `join|ledger|receipts generate`, `join|ledger
-evidence`, `receipts incident` and `bench`. Only click and light modules load here; matplotlib, DuckDB and
-Dagster load inside the commands that use them."""
+evidence`, `receipts incident` and `bench`. Only click and light modules load here; matplotlib,
+DuckDB and Dagster load inside the commands that use them."""
 
 from __future__ import annotations
 
