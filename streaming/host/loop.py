@@ -43,6 +43,11 @@ class RunResult:
     metrics: dict = field(default_factory=dict)
     backlog: dict | None = None  # the throttle's backlog calculation, when throttled
     backlog_lines: list[str] = field(default_factory=list)
+    # Wall seconds per host stage: decode_validate (contract validation; JSON parsing happens
+    # in the source), operator (the operator plus the host's per-record bookkeeping), sink
+    # (building and committing each batch), checkpoint. The rest of a run is the source.
+    stage_seconds: dict = field(default_factory=lambda: dict.fromkeys(
+        ("decode_validate", "operator", "sink", "checkpoint"), 0.0))
 
 
 class Worker:
@@ -204,6 +209,10 @@ class Worker:
         pending = sorted(decisions or [], key=lambda d: d[0])
         pi = 0
         idle_after = self.settings.idle_after_us
+        clock = time.perf_counter
+        stages = self.result.stage_seconds
+        decode_s = 0.0
+        t_batch = clock()
         for i, raw in enumerate(raws):
             tp = (raw.topic, raw.partition)
             tps = tp_str(*tp)
@@ -224,6 +233,7 @@ class Worker:
             wm = wms[raw.topic]
             contract = contracts[raw.topic]
             obj = raw.obj
+            t_rec = clock()
             try:
                 if isinstance(obj, Exception):
                     raise InvalidRecord("malformed_json", str(obj)[:120])
@@ -231,9 +241,11 @@ class Worker:
                     raise InvalidRecord("not_an_object", type(obj).__name__)
                 rec = validate(contract, obj, raw.partition, raw.offset, len(raw.line))
             except InvalidRecord as exc:
+                decode_s += clock() - t_rec
                 out.quarantine.append(_quarantined(raw, exc.reason, exc.detail))
                 wm.touch(raw.partition, raw.arrival_us)
             else:
+                decode_s += clock() - t_rec
                 op.on_record(rec, out)
                 if wm.observe(raw.partition, rec.event_us, raw.arrival_us):
                     op.on_watermark(raw.topic, wm.wm, out)
@@ -253,6 +265,9 @@ class Worker:
                 wm.end_of_stream()
             op.on_end_of_stream(out)
             self.ended = True
+        t_sink = clock()
+        stages["decode_validate"] += decode_s
+        stages["operator"] += t_sink - t_batch - decode_s
         n = len(raws)
         self.records_total += n
         self.since_ckpt += n
@@ -271,6 +286,7 @@ class Worker:
         self.result.facts_rejected += res.rejected
         if self.spec.on_batch_committed is not None:
             self.spec.on_batch_committed(op, self.store, bw)
+        stages["sink"] += clock() - t_sink
         self.crash.hit("after-sink-write")
         if self.since_ckpt >= self.settings.checkpoint_every:
             self._checkpoint()
@@ -323,6 +339,7 @@ class Worker:
 
     # ------------------------------------------------------------------ checkpoints
     def _checkpoint(self) -> None:
+        t0 = time.perf_counter()
         self.last_ckpt = write_checkpoint(
             self.store, self.spec, self.op, self.source, self.wms, self.positions,
             clock=self.clock, stream_start=self.stream_start, seq=self.seq,
@@ -330,6 +347,7 @@ class Worker:
             mid_write=lambda: self.crash.hit("during-checkpoint"))
         self.since_ckpt = 0
         self.result.checkpoints += 1
+        self.result.stage_seconds["checkpoint"] += time.perf_counter() - t0
 
     # ------------------------------------------------------------------ metrics
     def _metrics_snapshot(self, out: Emit | None = None) -> dict:
