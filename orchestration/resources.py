@@ -95,8 +95,10 @@ def dbt_executable() -> str:
 
 def make_dbt_resource() -> DbtCliResource:
     d = dbt_project_dir()
+    # Plain log lines in run logs and failure messages (no ANSI colour codes).
     return DbtCliResource(project_dir=str(d), profiles_dir=str(d),
-                          dbt_executable=dbt_executable())
+                          dbt_executable=dbt_executable(),
+                          global_config_flags=["--no-use-colors"])
 
 
 def default_resources() -> dict:

@@ -7,7 +7,7 @@ already turned into a run request; sets with no newer entry are skipped without 
 
 import hashlib
 
-from dagster import (DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult,
+from dagster import (RunRequest, SensorEvaluationContext, SensorResult,
                      SkipReason, sensor)
 from sqlalchemy import select
 
@@ -16,37 +16,40 @@ from streaming.store import schema as S
 from streaming.store.tables_ledger import ledger_repair_requests
 
 from .jobs import ledger_repair, rebuild_run_config, receipt_repair, replay_rebuild
-from .partitions import replay_dates
+from .assets.rebuild import TAG_ENTRY_IDS, TAG_MERCHANT
+from .automation import default_sensor_status
 from .resources import StoreResource
 
+TAG_QUEUE_DATE = "riskstream/queue_date"
 
-def plan_requests(sets, cursor: int, known_dates: set[str]):
+
+def entry_set_tags(s) -> dict[str, str]:
+    """Tags of an entry set's run (the generation and interval tags follow once it is built)."""
+    return {TAG_MERCHANT: s.merchant, TAG_QUEUE_DATE: s.queue_date,
+            TAG_ENTRY_IDS: ",".join(map(str, s.entry_ids))}
+
+
+def plan_requests(sets, cursor: int):
     fresh = [s for s in sets if max(s.entry_ids) > cursor]
-    requests = [RunRequest(run_key=s.run_key, partition_key=s.queue_date,
+    requests = [RunRequest(run_key=s.run_key,
                            run_config=rebuild_run_config(entry_ids=s.entry_ids),
-                           tags={"riskstream/merchant": s.merchant,
-                                 "riskstream/entries": ",".join(map(str, s.entry_ids))})
+                           tags=entry_set_tags(s))
                 for s in fresh]
-    new_dates = sorted({s.queue_date for s in fresh} - known_dates)
     new_cursor = max([cursor] + [max(s.entry_ids) for s in fresh])
-    return requests, new_dates, new_cursor
+    return requests, new_cursor
 
 
 @sensor(job=replay_rebuild, minimum_interval_seconds=30,
-        default_status=DefaultSensorStatus.STOPPED,
+        default_status=default_sensor_status(),
         description="Turns pending replay-queue entry sets into replay_rebuild runs.")
 def replay_queue_sensor(context: SensorEvaluationContext, store: StoreResource):
     cursor = int(context.cursor or 0)
     with store.session() as st:
         sets = entry_sets(st)
-    known = set(context.instance.get_dynamic_partitions(replay_dates.name))
-    requests, new_dates, new_cursor = plan_requests(sets, cursor, known)
+    requests, new_cursor = plan_requests(sets, cursor)
     if not requests:
         return SkipReason(f"no pending entry set beyond queue entry {cursor}")
-    return SensorResult(
-        run_requests=requests, cursor=str(new_cursor),
-        dynamic_partitions_requests=[replay_dates.build_add_request(new_dates)] if new_dates
-        else [])
+    return SensorResult(run_requests=requests, cursor=str(new_cursor))
 
 
 def pending_ledger_requests(store) -> list[str]:
@@ -77,7 +80,7 @@ def _pending_sensor_result(context, prefix: str, ids: list):
 
 
 @sensor(job=ledger_repair, minimum_interval_seconds=30,
-        default_status=DefaultSensorStatus.STOPPED,
+        default_status=default_sensor_status(),
         description="Pending signed ledger repair requests -> a ledger_repair run.")
 def ledger_repair_sensor(context: SensorEvaluationContext, store: StoreResource):
     with store.session() as st:
@@ -85,7 +88,7 @@ def ledger_repair_sensor(context: SensorEvaluationContext, store: StoreResource)
 
 
 @sensor(job=receipt_repair, minimum_interval_seconds=30,
-        default_status=DefaultSensorStatus.STOPPED,
+        default_status=default_sensor_status(),
         description="Pending receipt reconciliation records -> a receipt_repair run.")
 def receipt_repair_sensor(context: SensorEvaluationContext, store: StoreResource):
     with store.session() as st:
