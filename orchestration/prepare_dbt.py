@@ -34,7 +34,10 @@ def prepare(force: bool = False) -> Path:
     manifest = project / "target" / "manifest.json"
     if not force and manifest.exists() and manifest.stat().st_mtime >= _newest_source(project):
         return manifest
-    env = {**os.environ, "DO_NOT_TRACK": "1", "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    from .paths import warehouse_path
+    # The same rendered profile as the runs', so their dbt reuses this parse.
+    env = {**os.environ, "DO_NOT_TRACK": "1", "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+           "RISKSTREAM_DUCKDB_PATH": str(warehouse_path())}
     dbt = Path(sys.executable).with_name("dbt")
     cmd = [str(dbt) if dbt.exists() else "dbt", "parse", "--project-dir", str(project),
            "--profiles-dir", str(project), "--quiet"]

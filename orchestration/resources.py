@@ -19,7 +19,8 @@ from dagster_dbt import DbtCliResource, DbtProject
 
 from streaming.store.ops import DEFAULT_STORE_URL, Store
 
-DEFAULT_DUCKDB_PATH = ".riskstream/warehouse.duckdb"
+from .paths import DEFAULT_DUCKDB_PATH, warehouse_path  # noqa: F401 (re-exported)
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Every DuckDB writer (ingest, candidate, dbt, publication reads) runs in this pool; the
 # instance gives it a limit of 1 at run granularity (see deploy/dagster.postgres.yaml).
@@ -62,8 +63,7 @@ class WarehouseResource(ConfigurableResource):
     path: Optional[str] = None
 
     def resolved_path(self) -> str:
-        p = Path(self.path or os.environ.get("RISKSTREAM_DUCKDB_PATH", DEFAULT_DUCKDB_PATH))
-        p = p.resolve()
+        p = warehouse_path(self.path)
         p.parent.mkdir(parents=True, exist_ok=True)
         return str(p)
 
