@@ -213,6 +213,21 @@ def need_browser():
         pytest.skip(reason)
 
 
+def launch_from_launchpad(page, base: str, config: str, shot: Path | None = None) -> str:
+    """Open the job's launchpad, put `config` in its editor, click Launch Run: the run id."""
+    page.goto(f"{base}/locations/riskstream/jobs/rebuild_interval/playground")
+    page.locator(".CodeMirror").first.wait_for()
+    dismiss_welcome(page)
+    # The launchpad's config editor: replace the scaffold with the three fields.
+    page.evaluate("cfg => document.querySelector('.CodeMirror').CodeMirror.setValue(cfg)",
+                  config)
+    if shot:
+        page.screenshot(path=str(shot))
+    page.get_by_role("button", name="Launch Run").click()
+    page.wait_for_url("**/runs/**")
+    return page.url.rstrip("/").split("/runs/")[1].split("?")[0].split("/")[0]
+
+
 def dismiss_welcome(page) -> None:
     """A fresh instance greets its first visitor with a newsletter dialog: skip it."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -235,17 +250,17 @@ def test_operator_rebuilds_the_old_correction_from_the_ui(dev):
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(60_000)
-            page.goto(f"{base}/locations/riskstream/jobs/rebuild_interval/playground")
-            page.locator(".CodeMirror").first.wait_for()
-            dismiss_welcome(page)
-            # The launchpad's config editor: replace the scaffold with the three fields.
-            page.evaluate("cfg => document.querySelector('.CodeMirror').CodeMirror.setValue(cfg)",
-                          config)
-            page.screenshot(path=str(SHOTS / "1-launchpad.png"))
+            # A typo first: the run is refused with one plain line on the run page.
+            bad = config.replace(old["old_event_time"], "yesterday 9am")
+            run_id = launch_from_launchpad(page, base, bad)
+            assert finished(dev["port"], run_id)["status"] == "FAILURE"
+            page.reload()
+            refusal = "rebuild refused: start 'yesterday 9am' is not an ISO-8601 time"
+            page.get_by_text(refusal).first.wait_for()
+            page.screenshot(path=str(SHOTS / "0-refused.png"))
+            # Then the seed's old correction.
             clicked = time.monotonic()
-            page.get_by_role("button", name="Launch Run").click()
-            page.wait_for_url("**/runs/**")
-            run_id = page.url.rstrip("/").split("/runs/")[1].split("?")[0].split("/")[0]
+            run_id = launch_from_launchpad(page, base, config, shot=SHOTS / "1-launchpad.png")
             run = finished(dev["port"], run_id)
             record_timing("rebuild_click_to_finished_s", time.monotonic() - clicked)
             record_timing("rebuild_phases", run_phases(dev["port"], run_id))
