@@ -12,7 +12,7 @@ import orjson
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 from sqlalchemy import select
 
-from streaming.generations import generation_rows
+from streaming.join_published import generation_rows
 from streaming.store import schema as S
 
 from .warehouse import diff_rows

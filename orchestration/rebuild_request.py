@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 
 from sqlalchemy import select
 
-from streaming.rebuild import PIPELINE, Piece, manual_pieces
+from streaming.join_published import PIPELINE, Piece
+from streaming.join_rebuild import manual_pieces
 from streaming.store import schema as S
 from streaming.timeutil import US_PER_DAY, us_to_iso
 

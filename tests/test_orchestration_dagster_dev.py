@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming import generations as G
+from streaming import join_published as P
 from streaming.store.ops import Store
 from tests.orchestration_helpers import fresh_warehouse, live_seed, prepared_manifest
 
@@ -148,7 +148,7 @@ def test_location_riskstream_refuses_a_bad_interval_in_one_line(dev):
         f"rebuild refused: end {DAY}T09:00:00Z is not after start {DAY}T10:00:00Z: the "
         "interval must be at least one microsecond long")
     store = Store(dev["url"])
-    assert G.generation_rows(store) == []
+    assert P.generation_rows(store) == []
     store.dispose()
 
 
@@ -286,7 +286,7 @@ def test_operator_rebuilds_the_old_correction_from_the_ui(dev):
         finally:
             browser.close()
     store = Store(dev["url"])
-    [gen] = G.generation_rows(store)
+    [gen] = P.generation_rows(store)
     assert (gen["generation_id"], gen["status"], gen["interval_start"], gen["interval_end"]) == (
         gid, "published", old["old_event_time"], old["new_event_time"])
     assert [q["status"] for q in store.queue("join")] == ["processed"]

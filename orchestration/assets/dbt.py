@@ -18,7 +18,7 @@ from dagster_dbt import (DagsterDbtTranslator, DagsterDbtTranslatorSettings, Dbt
                          dbt_assets)
 from dagster_dbt.asset_utils import default_asset_check_fn
 
-from streaming.generations import hold_entries, mark_validated
+from streaming.join_generations import hold_entries, mark_validated
 
 from ..generations_view import record_diff, view_metadata
 from ..resources import WAREHOUSE_POOL, StoreResource, WarehouseResource, dbt_project

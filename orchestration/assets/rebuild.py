@@ -10,8 +10,8 @@ from dagster import (AssetExecutionContext, AssetMaterialization, AssetSpec, Con
                      MaterializeResult, MetadataValue, asset, multi_asset)
 from pydantic import Field
 
-from streaming.generations import pair_diff, publish_generation, record_candidate
-from streaming.rebuild import WatermarkNotPassed, build_candidate, describe, entries_in
+from streaming.join_generations import pair_diff, publish_generation, record_candidate
+from streaming.join_rebuild import WatermarkNotPassed, build_candidate, describe, entries_in
 
 from ..generations_view import diff_metadata, recorded_diffs, view_metadata
 from ..rebuild_request import EXAMPLE, RebuildRefused, validate
