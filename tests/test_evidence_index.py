@@ -71,3 +71,23 @@ def test_checks_no_claim_names_are_listed_not_hidden():
     extra = other_checks("ledger", "001", {"sink_idempotent": False, "backlog_drained": True},
                          {"backlog_drained"}, "ledger/evidence.md")
     assert [(c.claim_id, c.passed) for c in extra] == [("ledger.sink_idempotent", False)]
+
+
+def test_receipts_incident_packet_from_a_real_run_decides_its_claims(tmp_path):
+    """The receipts seed scenario runs (crash, moved model pointer, replay, reconciliation);
+    the packet written from its store holds every receipts claim, with its files on disk."""
+    from riskstream_tools.demos.receipts import run_demo
+    from riskstream_tools.evidence.receipts import write_incident_packet
+    url = f"sqlite:///{tmp_path}/receipts.sqlite"
+    run_demo(str(tmp_path / "work"), url)
+    out = tmp_path / "packet"
+    packet = write_incident_packet(url, str(out))
+    assert packet["pictures"] == ["backlog.png", "incident_timeline.png"]
+    for name in ("incident.json", "incident.txt", *packet["pictures"]):
+        assert (out / name).stat().st_size > 0, name
+    stored = orjson.loads((out / "incident.json").read_bytes())
+    assert stored["release_gate"]["result"] == "accept:reconciled"
+    claims = {c.claim_id: c for c in receipts_claims(packet, "receipts", packet["pictures"])}
+    assert all(c.passed for c in claims.values()), [c for c in claims.values() if not c.passed]
+    assert claims["receipts.incident"].result.startswith(
+        packet["store_disconnects"][0]["store_id"] + " offline from ")

@@ -20,7 +20,7 @@ def write_incident_packet(store_url: str, out: str) -> dict:
     try:
         packet = incident_packet(store)
         with open(os.path.join(out, "incident.json"), "wb") as fh:
-            fh.write(orjson.dumps(packet, option=orjson.OPT_INDENT_2))
+            fh.write(orjson.dumps(packet, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
         with open(os.path.join(out, "incident.txt"), "w") as fh:
             fh.write(render_text(packet))
         write_incident_pictures(store, out)
