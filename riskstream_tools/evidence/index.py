@@ -52,6 +52,10 @@ def join_claims(ev: dict, packet_dir: str) -> list[Claim]:
     counts = rebuild.get("diff_counts") or {}
     crash = ev.get("crash_replay") or {}
     ttl = ev.get("ttl") or {}
+    named = ttl.get("named_case") or {}
+    peak = (ev.get("hot_key") or {}).get("peak") or {}
+    hold = ((ev.get("idle_partition") or {}).get("default") or {}).get(
+        "longest_risk_wm_hold") or {}
     return [
         Claim("join.endpoints", "000", "A signal exactly on each interval endpoint matches; "
               "one second outside does not (both arrival orders).",
@@ -60,10 +64,12 @@ def join_claims(ev: dict, packet_dir: str) -> list[Claim]:
               _check(c, "asymmetric_arrival"), "trace compared", [md, pic("watermarks")]),
         Claim("join.idle_partition", "000", "An idle risk partition holds the watermark and "
               "delays cleanup; opt-in idleness resumes it.", _check(c, "idle_partition"),
-              "idle-partition trace compared with --idle-after",
+              f"risk watermark held {hold.get('minutes', '?')} min by the idle partition",
               [md, pic("idle_partition"), pic("watermarks")]),
         Claim("join.hot_key", "000", "Hot-key state peak is observable.", _check(c, "hot_key"),
-              "state peak recorded per key", [md, pic("state")]),
+              f"peak {peak.get('records', '?')} records / {peak.get('bytes', '?')} B; hot key "
+              f"{peak.get('hot_key', '?')} {peak.get('hot_key_records', '?')} records",
+              [md, pic("state")]),
         Claim("join.checkpoint", "000", "Checkpoints hold positions, source identity, "
               "watermarks, rule version, serializer, code revision, size and duration.",
               _check(c, "checkpoint"),
@@ -71,13 +77,19 @@ def join_claims(ev: dict, packet_dir: str) -> list[Claim]:
               f"{len(ck.get('positions') or {})} source positions", [md]),
         Claim("join.crash_replay", "000", "A crash after the sink write and before the "
               "checkpoint, then restore and replay, leaves one current row per logical pair.",
-              _check(c, "crash_replay"), str(crash.get("statement", "crash/replay compared")),
-              [md]),
+              _check(c, "crash_replay"),
+              f"crash exit {crash.get('crash_exit_code')}, rerun restored from checkpoint "
+              f"{crash.get('rerun_restored_from_checkpoint')}: {crash.get('rerun_facts_noop')} "
+              f"no-ops, {crash.get('rerun_facts_rejected')} rejected, "
+              f"{crash.get('current_pairs')} current pairs", [md]),
         Claim("join.provisional_retractions", "000", "Provisional unmatched outcomes are "
               "retracted when a match arrives; finals only on eviction.",
               _check(c, "provisional_retractions"), "outcome chains checked", [md]),
         Claim("join.ttl", "000", "A too-short TTL run loses a valid match (shown).",
-              _check(c, "ttl"), str(ttl.get("statement", "TTL run compared")), [md]),
+              _check(c, "ttl"),
+              f"{named.get('payment_id')} x {named.get('signal_id')} missing with a "
+              f"{ttl.get('ttl_minutes')}-min TTL; {len(ttl.get('missing_in_ttl_run') or [])} "
+              "valid matches lost", [md]),
         Claim("join.replay_queue", "000", "An old correction goes to the dated replay queue, "
               "not through the live join.", _check(c, "replay_queue"), "queue rows checked",
               [md]),
