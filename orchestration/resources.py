@@ -20,7 +20,7 @@ from dagster_dbt import DbtCliResource, DbtProject
 
 from streaming.store.ops import DEFAULT_STORE_URL, Store
 
-from .paths import DEFAULT_DUCKDB_PATH, warehouse_path  # noqa: F401 (re-exported)
+from .paths import warehouse_path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Every DuckDB writer (ingest, candidate, dbt, publication reads) runs in this pool; the
