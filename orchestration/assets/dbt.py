@@ -18,7 +18,10 @@ from dagster_dbt import (DagsterDbtTranslator, DagsterDbtTranslatorSettings, Dbt
                          dbt_assets)
 from dagster_dbt.asset_utils import default_asset_check_fn
 
+from streaming.gates import hold_reason
 from streaming.join_generations import hold_entries, mark_validated
+from streaming.join_held import candidate_nothing_to_judge
+from streaming.join_published import PIPELINE
 
 from ..generations_view import record_diff, view_metadata
 from ..resources import WAREHOUSE_POOL, StoreResource, WarehouseResource, dbt_project
@@ -167,26 +170,33 @@ def rebuild_diff_models(context: AssetExecutionContext, dbt: DbtCliResource,
     gid = meta["generation_id"]
     events, results, rows = run_dbt_build(context, dbt, warehouse)
     yield from events
-    blocking = [r for r in results.get("results", [])
-                if r["status"] in ("fail", "error")]
-    failed = sorted(test_name(r["unique_id"]) for r in blocking)
+    failed = failed_nodes(results)
+    detail = blocked = None
     with warehouse.connect() as con, store.session() as st:
         if not errored_models(results):
             record_diff(con, gid)
+        # Fail closed: open gate blockers of the join (a sink exception, an accounting gap)
+        # hold publication until a recorded decision resolves them; a candidate with nothing
+        # to judge is held too.
+        blocked = None if failed else (hold_reason(st, PIPELINE)
+                                       or candidate_nothing_to_judge(meta))
         if failed:
             detail = "; ".join(f"{n}: {_one_line(rows[n])}" if rows.get(n) else n
                                for n in failed)
-            reason = "blocking check failed: " + ", ".join(failed)
-            hold_entries(st, meta["entry_ids"], gid, reason)
-            view = view_metadata(st, con)
+            hold_entries(st, meta["entry_ids"], gid, "blocking check failed: " + ", ".join(failed))
+        elif blocked:
+            hold_entries(st, meta["entry_ids"], gid, blocked)
+            detail = blocked
         else:
             mark_validated(st, gid)
-    if failed:
+        if detail:
+            view = view_metadata(st, con)
+    if detail:
         # The held generation shows in the operator's table (publication records it otherwise).
         # Yielded, not logged: a logged event would be lost when the step fails right after.
         yield AssetMaterialization(asset_key=GENERATIONS_KEY, metadata=view)
         live = sorted({b["generation_id"] for b in meta.get("based_on", [])})
-        raise Failure(description=(
-            f"generation {gid} held, not published: {detail}. "
-            f"{'Generation ' + ', '.join(live) + ' stays live' if live else 'The live rows stay current'}."
-        ).replace("\n", " "))
+        stays = (f"Generation {', '.join(live)} stays live." if live
+                 else "The live rows stay current.")
+        raise Failure(description=f"generation {gid} held, not published: {detail}. {stays}"
+                      .replace("\n", " "))
