@@ -29,12 +29,15 @@ def receipts_packet(result: str = "accept:reconciled") -> dict:
             "output_gaps": {"missing_live": [], "extra_live": []},
             "repaired_decisions": [{"fact_key": "r1|2", "predecessor_key": "r1|1"}],
             "store_disconnects": [{"store_id": "s-3", "offline_from": "2026-10-06T10:00:00Z"}],
-            "state": {"code_revision": "abc123"}, "input_ranges": [{"partition": 0}]}
+            "state": {"code_revision": "abc123"}, "input_ranges": [{"partition": 0}],
+            "reference_check": {"receipts": 10, "equal": 10, "differ": [], "missing": [],
+                                "extra": []}}
 
 
 def ledger_packet(**overrides) -> dict:
     checks = {"backlog_drained": True, "oracle_agrees": True, "scenario_reconciles": True,
-              "pressure_reconciles": True, "named_windows_corrected": True, **overrides}
+              "pressure_reconciles": True, "named_windows_corrected": True,
+              "crash_replay_idempotent": True, **overrides}
     return {"checks": checks, "checkpoint": {"scenario": {"code_revision": "abc123",
                                                           "positions": {"payments/0": 5}}}}
 

@@ -25,7 +25,7 @@ JOIN_CHECKS = {"endpoints", "asymmetric_arrival", "idle_partition", "hot_key", "
                "crash_replay", "provisional_retractions", "ttl", "replay_queue", "accounting",
                "drain_then_finalize_equals_one_pass", "historical_rebuild"}
 LEDGER_CHECKS = {"named_windows_corrected", "oracle_agrees", "backlog_drained",
-                 "scenario_reconciles", "pressure_reconciles"}
+                 "scenario_reconciles", "pressure_reconciles", "crash_replay_idempotent"}
 
 
 @dataclass
@@ -129,6 +129,9 @@ def ledger_claims(ev: dict, packet_dir: str) -> list[Claim]:
               _check(c, "scenario_reconciles") and _check(c, "pressure_reconciles"),
               "both runs reconcile" if _check(c, "scenario_reconciles")
               and _check(c, "pressure_reconciles") else "a run does not reconcile", [md]),
+        Claim("ledger.checkpoint_restore", "001", "A checkpoint/restore transcript and sink "
+              "idempotency: a crashed run's replay reports no-ops and no rejections.",
+              _check(c, "crash_replay_idempotent"), "crash and replay compared", [md]),
         Claim("ledger.code_revision_positions", "001", "The exact source positions and code "
               "revision are recorded so the release is reproducible.",
               bool(ck.get("code_revision")) and bool(ck.get("positions")),
@@ -148,6 +151,7 @@ def receipts_claims(packet: dict, packet_dir: str, pictures: list[str]) -> list[
     state = packet.get("state") or {}
     ranges = packet.get("input_ranges") or []
     open_gaps = {k: len(v) for k, v in gaps.items() if v}
+    ref = packet.get("reference_check") or {}
     return [
         Claim("receipts.release_gate", "004", "The release gate accepts only when live and "
               "repaired decisions reconcile: one active decision per eligible key.",
@@ -170,6 +174,13 @@ def receipts_claims(packet: dict, packet_dir: str, pictures: list[str]) -> list[
                   d.get("offline_from") for d in disconnects),
               "; ".join(f"{d.get('store_id')} offline from {d.get('offline_from')}"
                         for d in disconnects) or "no disconnect found", links),
+        Claim("receipts.reference_check", "004", "Live decisions equal a reference run in "
+              "occurrence order with the pinned model.",
+              bool(ref.get("receipts")) and ref.get("equal") == ref.get("receipts")
+              and not (ref.get("differ") or ref.get("missing") or ref.get("extra")),
+              f"{ref.get('equal')} of {ref.get('receipts')} receipts equal; differ "
+              f"{len(ref.get('differ') or [])}, missing {len(ref.get('missing') or [])}, "
+              f"extra {len(ref.get('extra') or [])}", links),
         Claim("receipts.code_revision_positions", "004", "Input ranges, state and model "
               "revisions are published with the code revision.",
               bool(state.get("code_revision")) and bool(ranges),
