@@ -16,6 +16,17 @@ ROUTED = "routed_to_repair"
 QUARANTINED = "quarantined"
 BUCKETS = (ACCEPTED, DUPLICATE, STALE, QUARANTINED, ROUTED)
 
+# Aggregates (window totals, feature sums) are published as signed 64-bit integers, what the
+# store, DuckDB and every consumer hold. One that would leave the range is not published: the
+# record that would push it out is routed to repair with the reason `aggregate_overflow`.
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+AGGREGATE_OVERFLOW = "aggregate_overflow"
+
+
+def fits_int64(value: int) -> bool:
+    return INT64_MIN <= value <= INT64_MAX
+
 
 @dataclass(slots=True)
 class Fact:

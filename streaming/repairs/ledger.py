@@ -21,6 +21,7 @@ import orjson
 from sqlalchemy import select, update
 
 from ..contracts import payload_hash
+from ..operators.base import AGGREGATE_OVERFLOW, fits_int64
 from ..operators.ledger import (CATEGORIES, PAYMENTS, RETENTION_US, window_content,
                                 window_fact, window_logical_key)
 from ..operators.ledger_categories import CategoryVersions, VersionRejected
@@ -209,6 +210,16 @@ def run_ledger_repairs(store: Store, key: RepairKey | None = None) -> dict:
                 summary["waiting"].extend(r["request_id"] for r in reqs)
                 continue  # the live path may still publish this window: repair it once final
             content, _ = rebuild_window(conn, account, hour_us, included, cats)
+            if not fits_int64(content["total_cents"]):
+                why = (f"{AGGREGATE_OVERFLOW}: the rebuilt total {content['total_cents']} of "
+                       f"{logical} leaves the 64-bit range; nothing was published")
+                for r in reqs:
+                    conn.execute(update(RR).where(c.request_id == r["request_id"],
+                                                  c.status == "pending")
+                                 .values(status="held", status_reason=why))
+                summary["held"].extend({"request_id": r["request_id"], "reason": why}
+                                       for r in reqs)
+                continue
             if last is not None:
                 prev = orjson.loads(last["payload"])
                 prev_content = {k: v for k, v in prev.items() if k not in ("revision", "status")}

@@ -13,6 +13,7 @@ import orjson
 from sqlalchemy import Table, create_engine, event, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from ..redaction import connect_url
 from . import schema as S
 from . import tables as _tables  # noqa: F401  (registers pipeline tables)
 
@@ -39,7 +40,7 @@ def normalize_url(url: str) -> str:
 
 
 def make_engine(url: str) -> Engine:
-    url = normalize_url(url)
+    url = normalize_url(connect_url(url))
     if url.startswith("sqlite"):
         path = url.split("///", 1)[1] if "///" in url else ""
         if path and path != ":memory:":

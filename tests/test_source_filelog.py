@@ -1,0 +1,221 @@
+"""The file log read streamed: the same records, order, arrivals and fingerprints as reading
+each partition whole, in a window; line rules (\\n only, CRLF, BOM, unfinished last line);
+partition names that spell a number two ways are refused."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+
+import orjson
+import pytest
+
+from streaming.sources import filelog
+from streaming.sources.filelog import (FileLog, SourceError, decode_own, decode_partition,
+                                       merge_by_arrival, others_heads)
+from streaming.timeutil import US_PER_S, us_to_iso
+
+BASE_US = 1_790_000_000 * US_PER_S
+TOPICS = ["payments", "risk_signals"]
+
+
+def _whole_file_reader(root: str, topics: list[str]):
+    """The reference: every partition read whole, split on newlines, decoded at once."""
+    tps, lines, objs, arrivals = [], {}, {}, {}
+    for topic in topics:
+        names = sorted(os.listdir(os.path.join(root, topic)))
+        n = max(int(name[1:].split(".")[0]) for name in names) + 1
+        for p in range(n):
+            tp = (topic, p)
+            tps.append(tp)
+            path = os.path.join(root, topic, f"p{p}.jsonl")
+            data = open(path, "rb").read() if os.path.exists(path) else b""
+            lines[tp] = data.split(b"\n")[:-1]
+    heads = others_heads({tp: decode_own(lines[tp][-1], "arrival_time")[1] if lines[tp] else None
+                          for tp in tps})
+    for tp in tps:
+        objs[tp], arrivals[tp] = decode_partition(lines[tp], "arrival_time",
+                                                  others_head=heads[tp])
+    return tps, lines, objs, arrivals
+
+
+def _generate(root, rng: random.Random, partitions: dict[str, int], per_part: int) -> None:
+    for topic, n in partitions.items():
+        os.makedirs(os.path.join(root, topic), exist_ok=True)
+        for p in range(n):
+            if p == n - 1 and n > 2:
+                continue  # a missing partition file counts as an empty partition
+            t = BASE_US
+            out = []
+            for i in range(rng.randint(per_part // 2, per_part)):
+                t += rng.choice((0, 0, 1, 5, 30)) * US_PER_S
+                kind = rng.random()
+                if kind < 0.03:
+                    out.append(b"{not json")
+                elif kind < 0.05:
+                    out.append(orjson.dumps({"id": i}))  # no arrival: keeps its predecessor's
+                elif kind < 0.07:
+                    early = us_to_iso(t - 600 * US_PER_S)  # out of order: merged at the max
+                    out.append(orjson.dumps({"id": i, "arrival_time": early}))
+                elif kind < 0.08:
+                    far = us_to_iso(t + 30 * 86400 * US_PER_S)
+                    out.append(orjson.dumps({"id": i, "arrival_time": far}))
+                else:
+                    out.append(orjson.dumps({"id": i, "arrival_time": us_to_iso(t),
+                                             "pad": "x" * rng.randint(0, 200)}))
+            with open(os.path.join(root, topic, f"p{p}.jsonl"), "wb") as fh:
+                fh.write(b"".join(line + b"\n" for line in out))
+
+
+def _key(r):
+    return (r.topic, r.partition, r.offset, r.line, r.arrival_us, r.fault,
+            r.obj if not isinstance(r.obj, Exception) else "error")
+
+
+@pytest.fixture
+def small_windows(monkeypatch):
+    """Tiny marks and windows so a small log crosses every boundary many times."""
+    monkeypatch.setattr(filelog, "MARK_EVERY", 7)
+    monkeypatch.setattr(filelog, "READ_AHEAD", 5)
+    monkeypatch.setattr(filelog, "_MAX_TAKEN", 16)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_streamed_reader_equals_whole_file_reader(tmp_path, small_windows, seed):
+    rng = random.Random(seed)
+    _generate(tmp_path, rng, {"payments": 4, "risk_signals": 3}, 120)
+    tps, lines, objs, arrivals = _whole_file_reader(str(tmp_path), TOPICS)
+    want = [_key(r) for r in merge_by_arrival(tps, {}, lines, objs, arrivals)]
+    assert any(r[5] for r in want)  # the generated log holds arrival-time jumps
+    log = FileLog(str(tmp_path), TOPICS)
+    assert log.tps() == tps
+    assert [_key(r) for r in log.merged({})] == want
+    # From arbitrary positions (a restore), with acks in between as the worker sends them.
+    for _ in range(5):
+        pos = {tp: rng.randint(0, len(lines[tp])) for tp in tps}
+        ref = [_key(r) for r in merge_by_arrival(tps, pos, lines, objs, arrivals)]
+        log = FileLog(str(tmp_path), TOPICS)
+        got = []
+        for i, r in enumerate(log.merged(pos)):
+            got.append(_key(r))
+            if i % 13 == 12:
+                log.ack({f"{r.topic}:{r.partition}": (r.offset, r.offset)})
+        assert got == ref
+    # Random access, arrivals and fingerprints agree with the whole file.
+    log = FileLog(str(tmp_path), TOPICS)
+    for tp in tps:
+        assert log.end_offset(tp) == len(lines[tp])
+        path = os.path.join(str(tmp_path), tp[0], f"p{tp[1]}.jsonl")
+        data = open(path, "rb").read() if os.path.exists(path) else b""
+        offsets = list(range(len(lines[tp]) + 1))
+        rng.shuffle(offsets)
+        for off in offsets[:40] + sorted(offsets[:40]):
+            assert log.next_arrival(tp, off) == (arrivals[tp][off] if off < len(lines[tp])
+                                                 else None)
+            prefix = b"".join(line + b"\n" for line in lines[tp][:off])
+            assert log.fingerprint(tp, off) == hashlib.sha256(prefix).hexdigest()
+            assert data.startswith(prefix)
+            if off < len(lines[tp]):
+                assert _key(log.read_at(tp, off)) == _key(
+                    filelog._raw(tp[0], tp[1], off, lines[tp][off], objs[tp][off],
+                                 arrivals[tp][off]))
+        assert log.fingerprint(tp, len(lines[tp]) + 1) == "beyond-end"
+
+
+def test_memory_holds_a_window_not_the_recording(tmp_path):
+    rng = random.Random(7)
+    _generate(tmp_path, rng, {"payments": 2, "risk_signals": 1}, 6000)
+    log = FileLog(str(tmp_path), TOPICS)
+    peak = 0
+    for i, r in enumerate(log.merged({})):
+        if i % 500 == 0:
+            log.ack({f"{r.topic}:{r.partition}": (0, r.offset)})
+            held = sum(len(p.win) + len(p.taken) for p in log._parts.values())
+            peak = max(peak, held)
+    assert i > 6000
+    assert peak <= 3 * (filelog.READ_AHEAD + 500 * 3)
+
+
+def _write(path, data: bytes):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(data)
+
+
+def _rec(i, second):
+    return orjson.dumps({"id": i, "arrival_time": us_to_iso(BASE_US + second * US_PER_S)})
+
+
+def test_lone_carriage_return_does_not_split_a_line_and_crlf_reads_as_lf(tmp_path):
+    root = str(tmp_path)
+    _write(f"{root}/payments/p0.jsonl",
+           _rec(0, 0) + b"\r\n" + b'{"id": 1,\r "a": 2}\n' + _rec(2, 2) + b"\n")
+    log = FileLog(root, ["payments"])
+    recs = list(log.merged({}))
+    assert [r.offset for r in recs] == [0, 1, 2]
+    assert recs[0].obj["id"] == 0 and recs[2].obj["id"] == 2
+    assert recs[1].line == b'{"id": 1,\r "a": 2}'
+    # A bare \r inside a string is not JSON: one quarantined record, offsets = line numbers.
+    _write(f"{root}/payments/p0.jsonl", _rec(0, 0) + b"\r" + _rec(1, 1) + b"\n" + _rec(2, 2) + b"\n")
+    recs = list(FileLog(root, ["payments"]).merged({}))
+    assert [r.offset for r in recs] == [0, 1]
+    assert isinstance(recs[0].obj, Exception) and recs[1].obj["id"] == 2
+
+
+def test_byte_order_mark_keeps_the_first_record(tmp_path):
+    root = str(tmp_path)
+    data = b"\xef\xbb\xbf" + _rec(0, 0) + b"\n" + _rec(1, 1) + b"\n"
+    _write(f"{root}/payments/p0.jsonl", data)
+    log = FileLog(root, ["payments"])
+    recs = list(log.merged({}))
+    assert [r.obj["id"] for r in recs] == [0, 1]
+    assert log.fingerprint(("payments", 0), 1) == \
+        hashlib.sha256(b"\xef\xbb\xbf" + _rec(0, 0) + b"\n").hexdigest()
+
+
+def test_unfinished_last_line_is_not_a_record_yet(tmp_path):
+    root = str(tmp_path)
+    path = f"{root}/payments/p0.jsonl"
+    whole = _rec(0, 0) + b"\n" + _rec(1, 1) + b"\n"
+    _write(path, whole + _rec(2, 2)[:9])
+    log = FileLog(root, ["payments"])
+    assert log.end_offset(("payments", 0)) == 2
+    assert [r.offset for r in log.merged({})] == [0, 1]
+    fp = log.fingerprint(("payments", 0), 2)
+    _write(path, whole + _rec(2, 2) + b"\n")
+    log = FileLog(root, ["payments"])
+    assert log.fingerprint(("payments", 0), 2) == fp
+    assert [r.obj["id"] for r in log.merged({("payments", 0): 2})] == [2]
+
+
+@pytest.mark.parametrize("name", ["p01.jsonl", "p00.jsonl", "p007.jsonl"])
+def test_ambiguous_partition_name_is_refused(tmp_path, name):
+    root = str(tmp_path)
+    _write(f"{root}/payments/p0.jsonl", _rec(0, 0) + b"\n")
+    _write(f"{root}/payments/{name}", _rec(1, 1) + b"\n")
+    with pytest.raises(SourceError, match=r"ambiguous name.*without leading zeros"):
+        FileLog(root, ["payments"])
+
+
+def test_arrival_jump_keeps_the_partition_clock(tmp_path):
+    root = str(tmp_path)
+    far = orjson.dumps({"id": 9, "arrival_time": "9999-12-31T23:59:00+00:00"})
+    _write(f"{root}/payments/p0.jsonl", _rec(0, 0) + b"\n" + far + b"\n" + _rec(2, 60) + b"\n")
+    _write(f"{root}/payments/p1.jsonl", _rec(3, 10) + b"\n" + _rec(4, 7200) + b"\n" + far + b"\n")
+    recs = list(FileLog(root, ["payments"]).merged({}))
+    got = {(r.partition, r.offset): (r.fault[0] if r.fault else None, r.arrival_us) for r in recs}
+    assert got == {
+        (0, 0): (None, BASE_US),
+        (0, 1): ("arrival_time_jump", BASE_US),  # the partition comes back down after it
+        (0, 2): (None, BASE_US + 60 * US_PER_S),
+        (1, 0): (None, BASE_US + 10 * US_PER_S),
+        # Two hours after its predecessor, but the partition goes on from there: a resume.
+        (1, 1): (None, BASE_US + 7200 * US_PER_S),
+        # The last line: judged against the other partitions' newest arrival.
+        (1, 2): ("arrival_time_jump", BASE_US + 7200 * US_PER_S)}
+    tail = next(r for r in recs if (r.partition, r.offset) == (1, 2))
+    assert "9999-12-31T23:59:00" in tail.fault[1] and "other partitions" in tail.fault[1]
+    # The check can be turned off.
+    recs = list(FileLog(root, ["payments"], max_arrival_jump_us=None).merged({}))
+    assert all(r.fault is None for r in recs)
