@@ -6,6 +6,8 @@ import click
 
 from ..pipelines.join import SPEC
 from ..sources.filelog import SourceError
+from ..redaction import redact_text
+from ..store.errors import STORE_FAILURE_EXIT, describe_store_error, is_store_error
 from ..store.ops import loads
 from ..worker import CRASH_POINTS, CheckpointMismatch, RunSettings, SourceMismatch, Worker
 from .common import (emit_rows, fail, format_option, open_store, progress_bar, run_settings,
@@ -44,7 +46,11 @@ def run_pipeline(spec, settings: RunSettings, quiet: bool = False):
     except SourceMismatch as exc:
         fail(str(exc), exc.exit_code)
     except SourceError as exc:  # the source cannot be opened: missing, unreachable, malformed
-        fail(str(exc), SOURCE_UNAVAILABLE_EXIT)
+        fail(redact_text(str(exc)), SOURCE_UNAVAILABLE_EXIT)
+    except Exception as exc:  # a store that refuses writes or cannot be reached: one line
+        if not is_store_error(exc):
+            raise
+        fail(describe_store_error(exc), STORE_FAILURE_EXIT)
 
 
 @join.command()

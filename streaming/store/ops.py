@@ -43,7 +43,7 @@ def make_engine(url: str) -> Engine:
     url = normalize_url(connect_url(url))
     if url.startswith("sqlite"):
         path = url.split("///", 1)[1] if "///" in url else ""
-        if path and path != ":memory:":
+        if path and path != ":memory:" and not path.startswith("file:"):  # not a URI
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": 30})
 
