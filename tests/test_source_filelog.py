@@ -219,3 +219,81 @@ def test_arrival_jump_keeps_the_partition_clock(tmp_path):
     # The check can be turned off.
     recs = list(FileLog(root, ["payments"], max_arrival_jump_us=None).merged({}))
     assert all(r.fault is None for r in recs)
+
+
+# -- through the worker -------------------------------------------------------------------
+
+
+def _seed_copy(seed_dir, tmp_path):
+    import shutil
+    copy = tmp_path / "src"
+    shutil.copytree(seed_dir[0], copy)
+    return copy
+
+
+def test_line_finished_after_a_run_is_consumed_by_the_next(seed_dir, tmp_path, store_url):
+    from .joinutil import pair_set, pay, run_join
+    copy = _seed_copy(seed_dir, tmp_path)
+    p0 = copy / "payments" / "p0.jsonl"
+    full = orjson.dumps(pay("pay-late-line", "merchant-01", 170)) + b"\n"
+    whole = p0.read_bytes()
+    p0.write_bytes(whole + full[:25])
+    first = run_join(str(copy), store_url)
+    assert first.records == 470
+    p0.write_bytes(whole + full)
+    second = run_join(str(copy), store_url, end_of_stream=True)
+    assert second.records == 1
+    from streaming.store.ops import Store
+    store = Store(store_url)
+    try:
+        at = whole.count(b"\n")
+        assert not [q for q in store.quarantine_rows("join")
+                    if (q["topic"], q["partition"], q["offset"]) == ("payments", 0, at)]
+        assert all(r["closes"] for r in store.accounting("join"))
+    finally:
+        store.dispose()
+    ref = f"sqlite:///{tmp_path}/ref.sqlite"
+    run_join(str(copy), ref, end_of_stream=True)
+    assert pair_set(store_url) == pair_set(ref)
+
+
+def test_bom_and_lone_carriage_return_keep_offsets(seed_dir, tmp_path, sqlite_url):
+    from sqlalchemy import select
+
+    from streaming.store import schema as S
+    from streaming.store.ops import Store
+
+    from .joinutil import pair_set, run_join
+    copy = _seed_copy(seed_dir, tmp_path)
+    p1 = copy / "payments" / "p1.jsonl"
+    lines = p1.read_bytes().split(b"\n")[:-1]
+    # A BOM before the first record and a \r inside line 3 (between two JSON tokens).
+    first_id = orjson.loads(lines[0])["payment_id"]
+    lines[3] = lines[3].replace(b',"revision"', b',\r"revision"', 1)
+    assert b"\r" in lines[3]
+    p1.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")
+    res = run_join(str(copy), sqlite_url, end_of_stream=True)
+    assert res.records == 470
+    store = Store(sqlite_url)
+    a = S.archive.c
+    rows = store.rows(select(a.offset, a.event_id).where(a.topic == "payments", a.partition == 1))
+    store.dispose()
+    by_off = {r["offset"]: r["event_id"] for r in rows}
+    assert by_off[0] == first_id
+    assert by_off[3] == orjson.loads(lines[3])["payment_id"]
+    ref = f"sqlite:///{tmp_path}/ref.sqlite"
+    run_join(seed_dir[0], ref, end_of_stream=True)
+    assert pair_set(sqlite_url) == pair_set(ref)
+
+
+def test_ambiguous_partition_name_exits_with_a_clear_message(seed_dir, tmp_path, sqlite_url):
+    import subprocess
+    import sys
+    copy = _seed_copy(seed_dir, tmp_path)
+    os.rename(copy / "payments" / "p1.jsonl", copy / "payments" / "p01.jsonl")
+    proc = subprocess.run([sys.executable, "-m", "streaming.cli.main", "join", "run", "--source",
+                           str(copy), "--store", sqlite_url, "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 5
+    assert "Traceback" not in proc.stderr
+    assert "p01.jsonl" in proc.stderr and "rename it to p1.jsonl" in proc.stderr
