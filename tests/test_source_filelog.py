@@ -12,8 +12,9 @@ import orjson
 import pytest
 
 from streaming.sources import filelog
-from streaming.sources.filelog import (FileLog, SourceError, decode_own, decode_partition,
-                                       merge_by_arrival, others_heads)
+from streaming.sources.filelog import (DEFAULT_MAX_ARRIVAL_JUMP_US, FileLog, SourceError,
+                                       decode_own, decode_partition, merge_by_arrival,
+                                       source_head)
 from streaming.timeutil import US_PER_S, us_to_iso
 
 BASE_US = 1_790_000_000 * US_PER_S
@@ -32,11 +33,13 @@ def _whole_file_reader(root: str, topics: list[str]):
             path = os.path.join(root, topic, f"p{p}.jsonl")
             data = open(path, "rb").read() if os.path.exists(path) else b""
             lines[tp] = data.split(b"\n")[:-1]
-    heads = others_heads({tp: decode_own(lines[tp][-1], "arrival_time")[1] if lines[tp] else None
-                          for tp in tps})
+    lasts = []
     for tp in tps:
-        objs[tp], arrivals[tp] = decode_partition(lines[tp], "arrival_time",
-                                                  others_head=heads[tp])
+        owns = [decode_own(line, "arrival_time")[1] for line in lines[tp]]
+        lasts.append(next((a for a in reversed(owns) if a is not None), None))
+    head = source_head(lasts, DEFAULT_MAX_ARRIVAL_JUMP_US)
+    for tp in tps:
+        objs[tp], arrivals[tp] = decode_partition(lines[tp], "arrival_time", source_head=head)
     return tps, lines, objs, arrivals
 
 
@@ -201,21 +204,29 @@ def test_ambiguous_partition_name_is_refused(tmp_path, name):
 def test_arrival_jump_keeps_the_partition_clock(tmp_path):
     root = str(tmp_path)
     far = orjson.dumps({"id": 9, "arrival_time": "9999-12-31T23:59:00+00:00"})
+    resumed = b"".join(_rec(100 + i, 7200 + i) + b"\n" for i in range(20))
     _write(f"{root}/payments/p0.jsonl", _rec(0, 0) + b"\n" + far + b"\n" + _rec(2, 60) + b"\n")
-    _write(f"{root}/payments/p1.jsonl", _rec(3, 10) + b"\n" + _rec(4, 7200) + b"\n" + far + b"\n")
+    _write(f"{root}/payments/p1.jsonl", _rec(3, 10) + b"\n" + resumed + far + b"\n")
     recs = list(FileLog(root, ["payments"]).merged({}))
-    got = {(r.partition, r.offset): (r.fault[0] if r.fault else None, r.arrival_us) for r in recs}
-    assert got == {
-        (0, 0): (None, BASE_US),
-        (0, 1): ("arrival_time_jump", BASE_US),  # the partition comes back down after it
-        (0, 2): (None, BASE_US + 60 * US_PER_S),
-        (1, 0): (None, BASE_US + 10 * US_PER_S),
-        # Two hours after its predecessor, but the partition goes on from there: a resume.
-        (1, 1): (None, BASE_US + 7200 * US_PER_S),
-        # The last line: judged against the other partitions' newest arrival.
-        (1, 2): ("arrival_time_jump", BASE_US + 7200 * US_PER_S)}
-    tail = next(r for r in recs if (r.partition, r.offset) == (1, 2))
-    assert "9999-12-31T23:59:00" in tail.fault[1] and "other partitions" in tail.fault[1]
+    faults = {(r.partition, r.offset): r.fault for r in recs if r.fault}
+    # p0:1 is followed by an earlier arrival; p1's last line is judged against the source head.
+    # p1:1 is two hours after its predecessor, but twenty records go on from there: a resume.
+    assert set(faults) == {(0, 1), (1, 21)}
+    assert all(f[0] == "arrival_time_jump" and "9999-12-31T23:59:00" in f[1]
+               for f in faults.values())
+    assert "later record of the partition" in faults[(0, 1)][1]
+    assert "source's newest arrival" in faults[(1, 21)][1]
+    arrivals = {(r.partition, r.offset): r.arrival_us for r in recs}
+    assert arrivals[(0, 1)] == BASE_US and arrivals[(1, 21)] == BASE_US + 7219 * US_PER_S
+    assert arrivals[(1, 1)] == BASE_US + 7200 * US_PER_S
+    # Two jumps in a row, in the middle and at the end of partitions.
+    _write(f"{root}/payments/p2.jsonl", _rec(5, 20) + b"\n" + far + b"\n" + far + b"\n"
+           + _rec(6, 80) + b"\n")
+    _write(f"{root}/payments/p3.jsonl", _rec(7, 70) + b"\n" + far + b"\n" + far + b"\n")
+    recs = list(FileLog(root, ["payments"]).merged({}))
+    faults = {(r.partition, r.offset) for r in recs if r.fault}
+    assert faults == {(0, 1), (1, 21), (2, 1), (2, 2), (3, 1), (3, 2)}
+    assert max(r.arrival_us for r in recs) == BASE_US + 7219 * US_PER_S
     # The check can be turned off.
     recs = list(FileLog(root, ["payments"], max_arrival_jump_us=None).merged({}))
     assert all(r.fault is None for r in recs)

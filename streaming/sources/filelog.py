@@ -42,6 +42,7 @@ TP = tuple[str, int]
 DEFAULT_MAX_ARRIVAL_JUMP_US = US_PER_HOUR
 MARK_EVERY = 4096  # lines between kept byte positions of a partition file
 READ_AHEAD = 1024  # lines decoded at a time per partition
+JUMP_LOOKAHEAD = 16  # later records read to tell an arrival jump from a resumed partition
 _CHUNK = 1 << 20
 # Arrival times kept for records handed out but not yet acknowledged, per partition; beyond
 # this the oldest are dropped (a caller that never acknowledges still runs in bounded memory).
@@ -79,26 +80,26 @@ def decode_own(line: bytes, arrival_field: str) -> tuple[object, int | None]:
         return obj, None
 
 
-def arrival_jump(own: int | None, prev: int, next_own: int | None, has_next: bool,
-                 others_head: int | None, max_jump_us: int | None) -> str | None:
+def arrival_jump(own: int | None, prev: int, next_owns: list[int | None], ends: bool,
+                 source_head: int | None, max_jump_us: int | None) -> str | None:
     """Why a record's arrival time is a producer clock fault, or None.
 
     A jump is an arrival more than `max_jump_us` past the partition's latest arrival `prev`
-    that the partition does not follow: its next record arrives more than the bound earlier
-    again. A partition that resumes after a quiet spell keeps its new arrivals, so it is not a
-    jump. The last record of a partition (nothing follows yet) is judged against the newest
-    arrival of the other partitions (`others_head`)."""
+    that the partition does not follow: one of its next JUMP_LOOKAHEAD records (`next_owns`,
+    their own arrivals) arrives more than the bound earlier again. When more records follow
+    and none comes back down, the partition resumed after a quiet spell: not a jump. When the
+    partition ends within the look-ahead (`ends`), its last records cannot vouch for each other
+    and the record is judged against the source's head (`source_head`, see `source_head`)."""
     if max_jump_us is None or own is None:
         return None
     if prev > NEG_INF and own - prev <= max_jump_us:
         return None
-    if next_own is not None:
-        if own - next_own > max_jump_us:
-            return f"the partition's next record arrives at {us_to_iso(next_own)}"
+    for nxt in next_owns:
+        if nxt is not None and own - nxt > max_jump_us:
+            return f"a later record of the partition arrives at {us_to_iso(nxt)}"
+    if not ends or source_head is None or own - source_head <= max_jump_us:
         return None
-    if has_next or others_head is None or own - others_head <= max_jump_us:
-        return None
-    return f"the newest arrival of the other partitions is {us_to_iso(others_head)}"
+    return f"the source's newest arrival is {us_to_iso(source_head)}"
 
 
 def jump_fault(own: int, prev: int, why: str, arrival_field: str,
@@ -111,7 +112,7 @@ def jump_fault(own: int, prev: int, why: str, arrival_field: str,
 
 def decode_partition(lines: list[bytes], arrival_field: str,
                      max_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US,
-                     others_head: int | None = None) -> tuple[list[object], list[int]]:
+                     source_head: int | None = None) -> tuple[list[object], list[int]]:
     """Decode one partition's lines: the JSON objects (or the decode error) and the arrival
     times used to merge partitions. Shared by every source so they replay in the same order.
     A line without a usable arrival time, or with an arrival jump (returned as a
@@ -122,8 +123,9 @@ def decode_partition(lines: list[bytes], arrival_field: str,
     prev = NEG_INF
     n = len(decoded)
     for i, (obj, own) in enumerate(decoded):
-        why = arrival_jump(own, prev, decoded[i + 1][1] if i + 1 < n else None, i + 1 < n,
-                           others_head, max_jump_us)
+        nxt = [o for _, o in decoded[i + 1:i + 1 + JUMP_LOOKAHEAD]]
+        why = arrival_jump(own, prev, nxt, i + 1 + JUMP_LOOKAHEAD >= n, source_head,
+                           max_jump_us)
         if why is not None:
             objs.append(SourceFault(*jump_fault(own, prev, why, arrival_field, max_jump_us), obj))
         else:
@@ -253,13 +255,13 @@ def _record_bytes(raw: bytes, offset: int) -> bytes:
 
 class _Reader:
     """A forward position in a partition file: the next line's offset, the running arrival
-    before it, and one decoded line of look-ahead (read to judge an arrival jump)."""
+    before it, and decoded lines of look-ahead (read to judge an arrival jump)."""
 
     __slots__ = ("fh", "off", "prev", "ahead")
 
     def __init__(self, fh: BinaryIO, off: int, prev: int):
         self.fh, self.off, self.prev = fh, off, prev
-        self.ahead: tuple[bytes, object, int | None] | None = None
+        self.ahead: deque[tuple[bytes, object, int | None]] = deque()
 
 
 class _Partition:
@@ -272,7 +274,7 @@ class _Partition:
         self.path = path
         self.arrival_field = arrival_field
         self.max_jump_us = max_jump_us
-        self.others_head: int | None = None  # set by the log once every partition is scanned
+        self.source_head: int | None = None  # set by the log once every partition is scanned
         if path is None:
             self.count, self.marks = 0, array("q", [0])
         else:
@@ -293,14 +295,19 @@ class _Partition:
             self._reader.fh.close()
             self._reader = None
 
-    def last_own_arrival(self) -> int | None:
-        """The last complete line's own arrival time (None when it has none)."""
+    def last_arrival(self) -> int | None:
+        """The own arrival time of the partition's last complete line that has one."""
         if self.count == 0:
             return None
+        start = max(0, self.count - JUMP_LOOKAHEAD)
+        last = None
         with open(self.path, "rb") as fh:
-            fh.seek(self._byte_start(self.count - 1))
-            return decode_own(_record_bytes(fh.readline(), self.count - 1),
-                              self.arrival_field)[1]
+            fh.seek(self._byte_start(start))
+            for off in range(start, self.count):
+                own = decode_own(_record_bytes(fh.readline(), off), self.arrival_field)[1]
+                if own is not None:
+                    last = own
+        return last
 
     def _open_at(self, off: int) -> _Reader:
         """A reader positioned at line `off` with the running arrival known there."""
@@ -320,9 +327,8 @@ class _Partition:
         if off % MARK_EVERY == 0:
             self.mark_prev.setdefault(off // MARK_EVERY, r.prev)
         field = self.arrival_field
-        if r.ahead is not None:
-            line, obj, own = r.ahead
-            r.ahead = None
+        if r.ahead:
+            line, obj, own = r.ahead.popleft()
         else:
             line = _record_bytes(r.fh.readline(), off)
             obj, own = decode_own(line, field)
@@ -330,13 +336,13 @@ class _Partition:
         fault = None
         jump = self.max_jump_us
         if jump is not None and own is not None and (prev <= NEG_INF or own - prev > jump):
-            has_next = off + 1 < self.count
-            next_own = None
-            if has_next:
-                nline = _record_bytes(r.fh.readline(), off + 1)
-                nobj, next_own = decode_own(nline, field)
-                r.ahead = (nline, nobj, next_own)
-            why = arrival_jump(own, prev, next_own, has_next, self.others_head, jump)
+            want = min(JUMP_LOOKAHEAD, self.count - off - 1)
+            while len(r.ahead) < want:
+                at = off + 1 + len(r.ahead)
+                nline = _record_bytes(r.fh.readline(), at)
+                r.ahead.append((nline, *decode_own(nline, field)))
+            why = arrival_jump(own, prev, [x[2] for x in r.ahead], off + 1 + want >= self.count,
+                               self.source_head, jump)
             if why is not None:
                 fault = jump_fault(own, prev, why, field, jump)
         if fault is None and own is not None and own > prev:
@@ -475,9 +481,10 @@ class FileLog:
                 self._parts[(topic, p)] = _Partition((topic, p), parts.get(p), field,
                                                      max_arrival_jump_us)
         if max_arrival_jump_us is not None:
-            heads = {tp: part.last_own_arrival() for tp, part in self._parts.items()}
-            for tp, other in others_heads(heads).items():
-                self._parts[tp].others_head = other
+            head = source_head([part.last_arrival() for part in self._parts.values()],
+                               max_arrival_jump_us)
+            for part in self._parts.values():
+                part.source_head = head
 
     def close(self) -> None:
         for part in self._parts.values():
@@ -557,14 +564,14 @@ class FileLog:
                 p.release(last + 1)
 
 
-def others_heads(heads: dict[TP, int | None]) -> dict[TP, int | None]:
-    """Per partition, the newest of the other partitions' last arrivals (what a partition's
-    last record is judged against for an arrival jump)."""
-    out: dict[TP, int | None] = {}
-    for tp in heads:
-        vals = [a for other, a in heads.items() if other != tp and a is not None]
-        out[tp] = max(vals) if vals else None
-    return out
+def source_head(last_arrivals: list[int | None], max_jump_us: int) -> int | None:
+    """The newest arrival the partitions' last records agree on: the newest last arrival within
+    the bound of their median, so partitions ending in a jump do not move it."""
+    usable = sorted(a for a in last_arrivals if a is not None)
+    if not usable:
+        return None
+    median = usable[(len(usable) - 1) // 2]
+    return max(a for a in usable if a - median <= max_jump_us)
 
 
 def partition_files(root: str, topic: str) -> dict[int, str]:
