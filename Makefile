@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export DO_NOT_TRACK := 1
 export PYTHONHASHSEED := 0
 
-.PHONY: setup demo test test-sqlite bench dev clean
+.PHONY: setup demo test test-fast bench dev clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 tests
+
+# The inner loop: everything but the long scenarios and the Dagster runs (about a minute).
+test-fast: setup
+	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 -m "not slow and not dagster" tests
 
 bench: setup
 	$(PY) -m streaming.bench

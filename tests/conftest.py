@@ -99,3 +99,19 @@ def store_factory(request, tmp_path):
     pg = FreshPostgres()
     yield pg.new_url
     pg.drop_all()
+
+
+_POSTGRES_FIXTURES = {"pg_url"}
+_PARAMETRIZED_STORE_FIXTURES = ("store_url", "store_factory")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark by what a test really touches, so `-m "not postgres"` or `-m "not slow"` select
+    honestly: a test on the PostgreSQL half of a store fixture is a `postgres` test."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        on_pg = bool(names & _POSTGRES_FIXTURES) or any(
+            params.get(f) == "postgresql" for f in _PARAMETRIZED_STORE_FIXTURES)
+        if on_pg:
+            item.add_marker(pytest.mark.postgres)

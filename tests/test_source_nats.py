@@ -22,6 +22,8 @@ from streaming.store import schema as S
 from streaming.store.ops import Store
 from tests.conftest import need_service
 
+pytestmark = pytest.mark.nats
+
 NATS_HOST, NATS_PORT = "127.0.0.1", 4222
 TOPICS = ["payments", "risk_signals"]
 # Small batches and checkpoints so the seed (470 records) spans several of each.
