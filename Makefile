@@ -12,14 +12,14 @@ export PYTHONHASHSEED := 0
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip setuptools wheel
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[orchestration,evidence,test]'
 	touch $(STAMP)
 
 setup: $(STAMP)
 	@if [ -f dbt_project/dbt_project.yml ]; then $(PY) -m orchestration.prepare_dbt; fi
 
 demo: setup
-	$(PY) -m streaming.demo
+	$(PY) -m riskstream_tools.demo
 
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 tests
@@ -29,7 +29,7 @@ test-fast: setup
 	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 -m "not slow and not dagster" tests
 
 bench: setup
-	$(PY) -m streaming.bench
+	$(PY) -m riskstream_tools.bench
 
 dev: setup
 	bash scripts/dev.sh

@@ -5,12 +5,11 @@ pipelines have pending work (for scripts, the demo and CI)."""
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass
 
 from dagster import DagsterInstance
 
-from streaming.rebuild import entry_sets
+from streaming.join_rebuild import entry_sets
 
 from .definitions import build_defs
 from .jobs import rebuild_run_config

@@ -11,7 +11,7 @@ from dagster import (DefaultSensorStatus, RunRequest, SensorEvaluationContext, S
                      SkipReason, sensor)
 from sqlalchemy import select
 
-from streaming.rebuild import entry_sets
+from streaming.join_rebuild import entry_sets
 from streaming.store import schema as S
 from streaming.store.tables_ledger import ledger_repair_requests
 

@@ -25,8 +25,8 @@ from typing import Iterator
 import orjson
 from sqlalchemy import literal_column, select, text
 
-from streaming.generations import snapshot
-from streaming.rebuild import Candidate, Piece, duck_load
+from streaming.join_published import Piece, snapshot
+from streaming.join_rebuild import Candidate, duck_load
 from streaming.store import schema as S
 from streaming.store.ops import Store, dumps
 

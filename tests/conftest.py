@@ -60,7 +60,7 @@ def sqlite_url(tmp_path):
 
 @pytest.fixture(scope="session")
 def seed_dir(tmp_path_factory):
-    from streaming.workloads.join_seed import generate
+    from riskstream_tools.workloads.join_seed import generate
     out = tmp_path_factory.mktemp("seed")
     manifest = generate(7, str(out), 470)
     return str(out), manifest

@@ -9,10 +9,11 @@ import orjson
 
 from streaming.cli.join import outcome_rows, pair_rows
 from streaming.contracts import PAYMENT, RISK_SIGNAL, validate
+from streaming.host.loop import Worker
+from streaming.host.settings import RunSettings
 from streaming.pipelines.join import SPEC
 from streaming.store.ops import Store
 from streaming.timeutil import US_PER_MIN, iso
-from streaming.worker import RunSettings, Worker
 
 T0 = datetime(2026, 10, 6, 10, 0, tzinfo=timezone.utc)
 

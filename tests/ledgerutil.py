@@ -11,12 +11,13 @@ import orjson
 
 from streaming.cli.ledger import window_rows
 from streaming.contracts import PAYMENT, validate
+from streaming.host.loop import Worker
+from streaming.host.settings import RunSettings
 from streaming.operators.base import Emit
 from streaming.operators.ledger import LedgerOperator
 from streaming.pipelines.ledger import MERCHANT_CATEGORY, make_spec, run_extra
 from streaming.repairs.ledger import RepairKey
 from streaming.store.ops import Store
-from streaming.worker import RunSettings, Worker
 
 TEST_KEY = RepairKey(b"ledger-test-key", "env")
 ENV_KEY = {"RISKSTREAM_REPAIR_KEY": "ledger-test-key"}

@@ -9,8 +9,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from streaming.host.loop import Worker
+from streaming.host.settings import RunSettings
 from streaming.pipelines.join import SPEC
-from streaming.worker import RunSettings, Worker
 
 os.environ.setdefault("DO_NOT_TRACK", "1")
 

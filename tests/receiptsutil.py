@@ -12,12 +12,13 @@ from datetime import datetime, timedelta, timezone
 import orjson
 
 from streaming.contracts import validate
-from streaming.incidents.receipts import active, decision_facts
+from streaming.host.loop import Worker
+from streaming.host.settings import RunSettings
 from streaming.models.registry import INITIAL_ARTIFACT, Registry
 from streaming.pipelines.receipts import RECEIPT, SPEC
+from streaming.pipelines.receipts_release import active, decision_facts
 from streaming.store.ops import Store
 from streaming.timeutil import iso
-from streaming.worker import RunSettings, Worker
 
 T0 = datetime(2026, 10, 6, 9, 0, tzinfo=timezone.utc)
 

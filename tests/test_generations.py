@@ -10,14 +10,16 @@ import threading
 import pytest
 from sqlalchemy import select
 
-from streaming import generations as G
-from streaming import rebuild as R
+from riskstream_tools.references.join import candidate_pairs
+from streaming import join_generations as G
+from streaming import join_published as P
+from streaming import join_rebuild as R
+from streaming.host.loop import Worker
+from streaming.host.settings import RunSettings
 from streaming.pipelines.join import SPEC
-from streaming.references.join import candidate_pairs
 from streaming.store import schema as S
 from streaming.store.ops import Store, loads
 from streaming.timeutil import US_PER_DAY, US_PER_MIN, parse_utc_us
-from streaming.worker import RunSettings, Worker
 
 
 def run_live(seed_dir: str, url: str, end_of_stream: bool = True) -> Store:
@@ -50,11 +52,11 @@ def test_batch_rebuild_agrees_with_live_join(live):
     store, manifest = live
     day = parse_utc_us(manifest["t0"]) // US_PER_DAY * US_PER_DAY
     live_pairs = {(r["payment_id"], r["signal_id"]): r["pair_id"]
-                  for r in G.published_pairs(store)}
+                  for r in P.published_pairs(store)}
     merchants = sorted({m for m, _ in latest_events(store, "payments").values()})
     batch_pairs = {}
     for m in merchants:
-        cand = R.build_candidate(store, [], pieces=[R.Piece(m, day, day + US_PER_DAY - 1)])
+        cand = R.build_candidate(store, [], pieces=[P.Piece(m, day, day + US_PER_DAY - 1)])
         assert cand.based_on == []
         batch_pairs.update({(p["payment_id"], p["signal_id"]): p["pair_id"]
                             for p in cand.pairs})
@@ -98,7 +100,7 @@ def test_old_correction_generation_publishes(live):
     G.record_candidate(store, cand)
     result = G.publish_generation(store, cand)
     assert result["entries_processed"] == 1 and result["corrected_finals"] == [old["payment_id"]]
-    view = {(r["payment_id"], r["signal_id"]): r for r in G.published_pairs(store)}
+    view = {(r["payment_id"], r["signal_id"]): r for r in P.published_pairs(store)}
     mine = {s for p, s in view if p == old["payment_id"]}
     assert mine == after
     assert all(view[(old["payment_id"], s)]["generation_id"] == cand.generation_id
@@ -108,7 +110,7 @@ def test_old_correction_generation_publishes(live):
     assert {r["logical_key"].split("|")[1] for r in store.current("join", "pair")
             if r["logical_key"].startswith(old["payment_id"] + "|")
             and r["status"] == "current"} == before
-    rows = G.generation_rows(store)
+    rows = P.generation_rows(store)
     assert [(r["generation_id"], r["status"], r["interval_start"], r["interval_end"])
             for r in rows] == [(cand.generation_id, "published", old["old_event_time"],
                                 old["new_event_time"])]
@@ -144,23 +146,23 @@ def test_stale_candidate_loses_the_compare_and_set(live):
     G.record_candidate(store, manual)
     out = G.publish_generation(store, manual)
     assert out["replaced"] == [first.generation_id] and out["pointer_version"] == 2
-    statuses = {r["generation_id"]: r["status"] for r in G.generation_rows(store)}
+    statuses = {r["generation_id"]: r["status"] for r in P.generation_rows(store)}
     assert statuses == {first.generation_id: "superseded", manual.generation_id: "published"}
 
 
 def test_held_candidate_keeps_the_last_good_view(live):
     store, _ = live
     ids = R.entry_sets(store)[0].entry_ids
-    view_before = G.published_pairs(store)
+    view_before = P.published_pairs(store)
     cand = R.build_candidate(store, ids)
     G.record_candidate(store, cand)
     assert G.hold_entries(store, ids, cand.generation_id, "blocking check failed: x") == 1
-    assert G.published_pairs(store) == view_before
+    assert P.published_pairs(store) == view_before
     assert [(q["status"], q["status_reason"]) for q in store.queue("join")] == [
         ("held", "blocking check failed: x")]
-    assert [(r["status"], r["reason"]) for r in G.generation_rows(store)] == [
+    assert [(r["status"], r["reason"]) for r in P.generation_rows(store)] == [
         ("held", "blocking check failed: x")]
-    assert R.published_pointers(store) == []
+    assert P.published_pointers(store) == []
     # A held entry is no longer pending: the sensor does not pick it up again.
     assert R.entry_sets(store) == []
 
@@ -171,15 +173,15 @@ def test_readers_never_see_a_mixed_published_view(live):
     cand = R.build_candidate(store, ids)
     G.record_candidate(store, cand)
     key = lambda rows: frozenset((r["payment_id"], r["signal_id"], r["pair_id"]) for r in rows)  # noqa: E731
-    before = key(G.published_pairs(store))
+    before = key(P.published_pairs(store))
     seen: list[frozenset] = []
     stop = threading.Event()
     reader = Store(store.url)
 
     def poll():
         while not stop.is_set():
-            seen.append(key(G.published_pairs(reader)))
-        seen.append(key(G.published_pairs(reader)))
+            seen.append(key(P.published_pairs(reader)))
+        seen.append(key(P.published_pairs(reader)))
 
     t = threading.Thread(target=poll)
     t.start()
@@ -189,7 +191,7 @@ def test_readers_never_see_a_mixed_published_view(live):
     stop.set()
     t.join(timeout=60)
     reader.dispose()
-    after = key(G.published_pairs(store))
+    after = key(P.published_pairs(store))
     assert before != after
     assert seen[0] == before and seen[-1] == after
     assert set(seen) <= {before, after}
@@ -200,9 +202,9 @@ def test_watermarks_must_pass_the_interval(seed_dir, sqlite_url):
     store = run_live(src, sqlite_url, end_of_stream=False)
     wm = R.live_watermarks(store)
     risk_wm = wm["risk_signals"]
-    inside = R.Piece("merchant-29", risk_wm - 20 * US_PER_MIN, risk_wm - 8 * US_PER_MIN - 1)
+    inside = P.Piece("merchant-29", risk_wm - 20 * US_PER_MIN, risk_wm - 8 * US_PER_MIN - 1)
     R.check_watermarks(store, [inside])
-    late = R.Piece("merchant-29", risk_wm - 20 * US_PER_MIN, risk_wm - 8 * US_PER_MIN)
+    late = P.Piece("merchant-29", risk_wm - 20 * US_PER_MIN, risk_wm - 8 * US_PER_MIN)
     with pytest.raises(R.WatermarkNotPassed):
         R.check_watermarks(store, [late])
     with pytest.raises(R.WatermarkNotPassed):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from streaming.references.join import candidate_pairs
+from riskstream_tools.references.join import candidate_pairs
 from streaming.timeutil import parse_utc_us
 
-from .joinutil import T0, at, pay, pair_set, run_join, sig, write_log
+from .joinutil import T0, at, pair_set, pay, run_join, sig, write_log
 
 M = "merchant-29"
 PAYMENTS = [pay(f"pay-{i}", M, m) for i, m in enumerate((0, 20, 45, 90))]
@@ -52,6 +52,7 @@ def test_the_seed_example_pairs_once_across_a_crash_and_replay(tmp_path):
     first attempt crashes after the sink received the match; the replay adds no second row."""
     import subprocess
     import sys
+
     from streaming.store.ops import Store
     src = write_log(tmp_path / "seed", {
         ("payments", 0): [{"payment_id": "pay-47", "revision": 1, "merchant_id": "merchant-29",

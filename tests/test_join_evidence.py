@@ -9,13 +9,13 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from riskstream_tools.evidence import join_rebuild
+from riskstream_tools.evidence.join import SECTIONS, run_evidence
+from riskstream_tools.evidence.join_markdown import TITLES
+from riskstream_tools.evidence.join_runs import EvidenceSettings, checkpoint_batches
+from riskstream_tools.evidence.join_sections import signed_offset
 from streaming.cli.join import pair_rows
 from streaming.cli.main import cli
-from streaming.evidence import join_rebuild
-from streaming.evidence.join import SECTIONS, run_evidence
-from streaming.evidence.join_markdown import TITLES
-from streaming.evidence.join_runs import EvidenceSettings, checkpoint_batches
-from streaming.evidence.join_sections import signed_offset
 from streaming.store.ops import Store
 
 

@@ -10,12 +10,11 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streaming.references.join import fast_candidate_pairs
+from riskstream_tools.references.join import fast_candidate_pairs
 from streaming.store.ops import Store
-from streaming.timeutil import parse_utc_us
+from streaming.timeutil import iso, parse_utc_us
 
 from .joinutil import T0, pair_set, run_join, write_log
-from streaming.timeutil import iso
 
 MERCHANTS = ["m1", "m2", "m3"]
 
@@ -89,6 +88,7 @@ def test_beyond_lateness_nothing_is_lost(pays, sigs, late, store_factory):
         run_join(src, url, end_of_stream=True, batch_size=5)
         store = Store(url)
         from sqlalchemy import select
+
         from streaming.store import schema as S
         a = S.archive.c
         disp = {r["event_id"]: r["disposition"] for r in store.rows(

@@ -6,7 +6,7 @@ import orjson
 import pytest
 from sqlalchemy import select
 
-from streaming.references.join import candidate_pairs, fast_candidate_pairs
+from riskstream_tools.references.join import candidate_pairs, fast_candidate_pairs
 from streaming.store import schema as S
 from streaming.store.ops import Store
 from streaming.timeutil import parse_utc_us

@@ -3,10 +3,10 @@ routing beyond retention and checkpoint round trips."""
 
 from __future__ import annotations
 
+from riskstream_tools.workloads.ledger_seed import at, payment, version
 from streaming.operators.base import ACCEPTED, DUPLICATE, ROUTED, STALE, Emit
 from streaming.operators.ledger import REPAIR_TABLE, LedgerOperator
 from streaming.repairs.ledger import verify
-from streaming.workloads.ledger_seed import at, payment, version
 
 from .ledgerutil import TEST_KEY, Driver
 

@@ -14,10 +14,10 @@ import zlib
 import orjson
 import pytest
 
+from riskstream_tools.workloads.ledger_seed import generate
 from streaming.store import schema as S
 from streaming.store.ops import Store
 from streaming.store.tables_ledger import ledger_repair_requests
-from streaming.workloads.ledger_seed import generate
 
 from .conftest import PG_ADMIN_DSN, need_service
 from .ledgerutil import ENV_KEY, cli, facts_digest, run_ledger, windows

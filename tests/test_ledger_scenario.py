@@ -10,13 +10,13 @@ import orjson
 import pytest
 from sqlalchemy import update
 
+from riskstream_tools.references.ledger import reference_totals
+from riskstream_tools.workloads.ledger_seed import at, generate, payment
 from streaming.pipelines.ledger_accounting import reconcile
-from streaming.references.ledger import reference_totals
 from streaming.repairs.ledger import run_ledger_repairs
 from streaming.store.ops import Store
 from streaming.store.tables_ledger import ledger_repair_requests as RR
 from streaming.timeutil import parse_utc_us
-from streaming.workloads.ledger_seed import at, generate, payment
 
 from .ledgerutil import TEST_KEY, run_ledger, windows
 

@@ -7,8 +7,8 @@ import os
 
 import orjson
 
+from riskstream_tools.workloads.ledger_seed import at, payment, version
 from streaming.pipelines.ledger import all_schemas
-from streaming.workloads.ledger_seed import at, payment, version
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas",
                     "ledger")

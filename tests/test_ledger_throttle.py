@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from riskstream_tools.workloads.ledger_seed import generate
+from streaming.host.throttle import ThrottleSettings
 from streaming.store.ops import Store
-from streaming.throttle import ThrottleSettings
-from streaming.workloads.ledger_seed import generate
 
 from .ledgerutil import facts_digest, run_ledger
 

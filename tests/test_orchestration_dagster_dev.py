@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming import generations as G
+from streaming import join_generations as G
+from streaming import join_published as P
 from streaming.store.ops import Store
 from tests.orchestration_helpers import fresh_warehouse, live_seed, prepared_manifest
 
@@ -120,7 +121,7 @@ def test_dagster_dev_loads_and_runs_rebuild_interval(seed_dir, tmp_path):
     if dev_pid:
         wait_for(lambda: not _alive(dev_pid), 30, "dagster dev to exit", 0.5)
     store = Store(url)
-    [gen] = G.generation_rows(store)
+    [gen] = P.generation_rows(store)
     assert (gen["status"], gen["interval_start"], gen["interval_end"]) == (
         "published", old["old_event_time"], old["new_event_time"])
     assert [q["status"] for q in store.queue("join")] == ["processed"]

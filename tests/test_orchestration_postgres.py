@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming import generations as G
+from streaming import join_generations as G
+from streaming import join_published as P
 from streaming.store.ops import Store
 from tests.conftest import PG_ADMIN_DSN
 from tests.orchestration_helpers import fresh_warehouse, live_seed, prepared_manifest
@@ -52,11 +53,11 @@ def test_repair_run_with_the_instance_in_postgresql(seed_dir, pg_url, dagster_pg
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "-> success" in proc.stdout
     store = Store(pg_url)
-    [gen] = G.generation_rows(store)
+    [gen] = P.generation_rows(store)
     assert (gen["status"], gen["interval_start"], gen["interval_end"]) == (
         "published", old["old_event_time"], old["new_event_time"])
     assert [q["status"] for q in store.queue("join")] == ["processed"]
-    signals = {r["signal_id"] for r in G.published_pairs(store)
+    signals = {r["signal_id"] for r in P.published_pairs(store)
                if r["payment_id"] == old["payment_id"]}
     assert old["gains"] in signals and old["loses"] not in signals
     store.dispose()

@@ -9,13 +9,12 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import delete
 
-from streaming import generations as G
-from streaming.rebuild import published_pointers
+from streaming import join_published as P
 from streaming.cli.main import cli
+from streaming.join_published import published_pointers
 from streaming.store import schema as S
 from streaming.store.ops import Store, loads
-from tests.orchestration_helpers import (fresh_warehouse, live_seed, prepared_manifest,
-                                         resources)
+from tests.orchestration_helpers import fresh_warehouse, live_seed, prepared_manifest, resources
 
 pytestmark = pytest.mark.dagster
 
@@ -50,6 +49,7 @@ def materialized(result) -> set[str]:
 @pytest.fixture(scope="module")
 def sensor_tick(env):
     from dagster import SensorResult, build_sensor_context
+
     from orchestration.sensors import replay_queue_sensor
     ctx = build_sensor_context(instance=env["instance"], cursor=None,
                                resources={"store": env["res"]["store"]})
@@ -60,6 +60,7 @@ def sensor_tick(env):
 
 def test_sensor_requests_one_run_per_entry_set_and_advances_its_cursor(env, sensor_tick):
     from dagster import SkipReason, build_sensor_context
+
     from orchestration.sensors import replay_queue_sensor
     old = env["manifest"]["cases"]["old_correction"]
     [req] = sensor_tick.run_requests
@@ -102,11 +103,11 @@ def test_old_correction_is_published_through_the_checks(env, first_run):
     checks = first_run.get_asset_check_evaluations()
     assert checks and all(c.passed for c in checks)
     assert any(c.check_name.startswith("changed_pairs_involve_entry_set") for c in checks)
-    [gen] = G.generation_rows(store)
+    [gen] = P.generation_rows(store)
     assert (gen["status"], gen["interval_start"], gen["interval_end"]) == (
         "published", old["old_event_time"], old["new_event_time"])
     assert gen["validated_at"] and gen["published_at"]
-    view = [r for r in G.published_pairs(store) if r["payment_id"] == old["payment_id"]]
+    view = [r for r in P.published_pairs(store) if r["payment_id"] == old["payment_id"]]
     signals = {r["signal_id"] for r in view}
     assert old["gains"] in signals and old["loses"] not in signals
     assert {r["generation_id"] for r in view} == {gen["generation_id"]}
@@ -147,9 +148,9 @@ def test_failing_blocking_check_holds_then_passing_check_publishes(env, first_ru
     from orchestration.warehouse import connect
     store = env["store"]
     old = env["manifest"]["cases"]["old_correction"]
-    [last_good] = [g["generation_id"] for g in G.generation_rows(store)
+    [last_good] = [g["generation_id"] for g in P.generation_rows(store)
                    if g["status"] == "published"]
-    view_before = G.published_pairs(store)
+    view_before = P.published_pairs(store)
     stray = {"pipeline": "join", "topic": "risk_signals", "partition": 0, "offset": 999_999,
              "event_id": "risk-never-joined", "revision": 1, "key": old["merchant"],
              "event_us": 1791279000000000, "arrival_us": 1791279000000000,
@@ -169,12 +170,12 @@ def test_failing_blocking_check_holds_then_passing_check_publishes(env, first_ru
     assert [c.check_name for c in bad] == [
         n for n in (c.check_name for c in bad) if n.startswith("changed_pairs_involve_entry_set")]
     assert bad
-    gens = {g["generation_id"]: g for g in G.generation_rows(store)}
+    gens = {g["generation_id"]: g for g in P.generation_rows(store)}
     [held] = [g for g in gens.values() if g["status"] == "held"]
     assert held["reason"].startswith("blocking check failed: changed_pairs_involve_entry_set")
     assert gens[last_good]["status"] == "published"
     assert {p["generation_id"] for p in published_pointers(store)} == {last_good}
-    assert G.published_pairs(store) == view_before
+    assert P.published_pairs(store) == view_before
     with connect(env["warehouse"]) as con:
         kept = con.execute(f"SELECT count(*) FROM candidates.pairs_{held['generation_id']} "
                            "WHERE signal_id = 'risk-never-joined'").fetchone()[0]
@@ -187,11 +188,11 @@ def test_failing_blocking_check_holds_then_passing_check_publishes(env, first_ru
     assert passed.success
     assert "published_generation" in materialized(passed)
     assert all(c.passed for c in passed.get_asset_check_evaluations())
-    gens = {g["generation_id"]: g["status"] for g in G.generation_rows(store)}
+    gens = {g["generation_id"]: g["status"] for g in P.generation_rows(store)}
     assert gens[last_good] == "superseded"
     assert gens[held["generation_id"]] == "published"
     assert {p["generation_id"] for p in published_pointers(store)} == {
         held["generation_id"]}
     # Same rows as before, now all from the new generation inside its wider interval.
     strip = lambda rows: sorted((r["payment_id"], r["signal_id"], r["pair_id"]) for r in rows)  # noqa: E731
-    assert strip(G.published_pairs(store)) == strip(view_before)
+    assert strip(P.published_pairs(store)) == strip(view_before)

@@ -31,6 +31,7 @@ def tick(sensor_def, inst, res, cursor=None):
 
 def run_request(sensor_def, job_name, inst, res):
     from dagster import SensorResult, SkipReason
+
     from orchestration.definitions import build_defs
     first = tick(sensor_def, inst, res)
     assert isinstance(first, SensorResult)
@@ -46,7 +47,7 @@ def run_request(sensor_def, job_name, inst, res):
 
 def test_ledger_repair_requests_run_through_the_sensor(tmp_path, instance, monkeypatch):
     from orchestration.sensors import ledger_repair_sensor
-    from streaming.workloads.ledger_seed import generate
+    from riskstream_tools.workloads.ledger_seed import generate
     monkeypatch.setenv("RISKSTREAM_REPAIR_KEY", ENV_KEY["RISKSTREAM_REPAIR_KEY"])
     src = tmp_path / "ledger"
     generate(11, str(src), payments=300)
@@ -66,7 +67,7 @@ def test_ledger_repair_requests_run_through_the_sensor(tmp_path, instance, monke
 
 def test_receipt_reconciliation_records_run_through_the_sensor(tmp_path, instance):
     from orchestration.sensors import receipt_repair_sensor
-    from streaming.workloads.receipts_seed import generate
+    from riskstream_tools.workloads.receipts_seed import generate
     src = tmp_path / "receipts"
     generate(7, str(src))
     url = f"sqlite:///{tmp_path}/ops.sqlite"

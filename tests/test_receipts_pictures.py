@@ -8,8 +8,8 @@ import os
 import orjson
 import pytest
 
+from riskstream_tools.workloads.receipts_seed import generate
 from streaming.timeutil import NEG_INF, POS_INF
-from streaming.workloads.receipts_seed import generate
 
 from .receiptsutil import riskstream, run_scorer, with_store
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from riskstream_tools.workloads.receipts_seed import generate
 from streaming.models.registry import Registry
-from streaming.workloads.receipts_seed import generate
 
 from .receiptsutil import (active_by_receipt, all_facts, fact_set, riskstream, run_scorer,
                            stricter_artifact, with_store)
@@ -60,7 +60,7 @@ def test_crash_before_ack_with_pointer_moved_replays_with_pinned_model(
     assert len(active_by_receipt(store_url)) == len({f["receipt_id"] for f in facts})
     # The replayed batch reached the sink twice: visible as no-op rewrites, not as rows.
     assert "rejected 0" in out and "no-op 0" not in out
-    from streaming.incidents.receipts import incident_packet
+    from riskstream_tools.incidents.receipts import incident_packet
     packet = with_store(store_url, incident_packet)
     runs = packet["recovery"]
     assert [r["finished"] for r in runs] == [False, True]

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.incidents.receipts import incident_packet, release_gate
+from riskstream_tools.incidents.receipts import incident_packet
+from riskstream_tools.workloads.receipts_seed import generate
 from streaming.models.registry import Model, Registry
 from streaming.operators.receipts import decision_fact
+from streaming.pipelines.receipts_release import release_gate
 from streaming.repairs.receipts import run_receipt_reconciliation, run_receipt_repin
 from streaming.store.ops import BatchWrite
 from streaming.timeutil import parse_utc_us
-from streaming.workloads.receipts_seed import generate
 
 from .receiptsutil import (active_by_receipt, all_facts, rcpt, read_log, riskstream, run_scorer,
                            stricter_artifact, with_store, write_log)

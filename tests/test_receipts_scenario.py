@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
+from riskstream_tools.references.receipts import reference_decisions, reference_features
+from riskstream_tools.workloads.receipts_seed import DELAYED_SHARD, generate, store_shard
 from streaming.models.registry import Registry
-from streaming.references.receipts import reference_decisions, reference_features
 from streaming.repairs.receipts import run_receipt_reconciliation
 from streaming.store import schema as S
 from streaming.store.ops import Store, loads
 from streaming.timeutil import US_PER_MIN, parse_utc_us
-from streaming.workloads.receipts_seed import DELAYED_SHARD, generate, store_shard
 
 from .receiptsutil import active_by_receipt, all_facts, read_log, run_scorer, with_store
 
@@ -98,7 +98,7 @@ def test_seed_live_then_reconciled_matches_reference_per_receipt(seed, store_url
     assert set(_queue_ids(store_url, "processed")) == set(queued)
     rescored = [f for f in all_facts(store_url) if f["reason"] == "reconciled_history"]
     assert rescored and all(f["receipt_id"] in affected for f in rescored)
-    from streaming.incidents.receipts import release_gate
+    from streaming.pipelines.receipts_release import release_gate
     gate = with_store(store_url, release_gate)
     assert gate["result"] == "accept:reconciled"
     assert gate["live_outputs"] == 470 - len(queued)

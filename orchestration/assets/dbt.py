@@ -12,7 +12,7 @@ from dagster import AssetExecutionContext, AssetKey, Failure
 from dagster_dbt import (DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource,
                          dbt_assets)
 
-from streaming.generations import hold_entries, mark_validated
+from streaming.join_generations import hold_entries, mark_validated
 
 from ..partitions import replay_dates
 from ..resources import WAREHOUSE_POOL, StoreResource, WarehouseResource, dbt_project

@@ -5,9 +5,9 @@ publication. Between them sit the dbt diff models and their blocking checks."""
 from dagster import (AssetExecutionContext, AssetSpec, Config, Failure, MaterializeResult,
                      MetadataValue, asset, multi_asset)
 
-from streaming.generations import pair_diff, publish_generation, record_candidate
-from streaming.rebuild import (WatermarkNotPassed, build_candidate, describe, entries_in,
-                               manual_pieces, pending_entries)
+from streaming.join_generations import pair_diff, publish_generation, record_candidate
+from streaming.join_rebuild import (WatermarkNotPassed, build_candidate, describe, entries_in,
+                                    manual_pieces, pending_entries)
 
 from ..partitions import replay_dates
 from ..resources import WAREHOUSE_POOL, StoreResource, WarehouseResource

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import os
 import sys
@@ -11,7 +12,7 @@ from contextlib import contextmanager
 import click
 import orjson
 
-from ..store.ops import DEFAULT_STORE_URL, Store
+from ..store.ops import DEFAULT_STORE_URL
 
 store_option = click.option(
     "--store", "store_url", envvar="RISKSTREAM_STORE_URL", default=DEFAULT_STORE_URL,
@@ -41,8 +42,34 @@ format_option = click.option("--format", "fmt", type=click.Choice(["csv", "json"
                              default="csv", show_default=True)
 
 
-def open_store(url: str) -> Store:
-    return Store(url)
+# The top-level modules each optional extra brings, for `needs_extra`'s message.
+EXTRA_MODULES = {
+    "orchestration": {"dagster", "dagster_dbt", "dagster_postgres", "dagster_webserver", "dbt",
+                      "duckdb"},
+    "evidence": {"matplotlib", "duckdb"},
+}
+
+
+def require_extra(extra: str, *modules: str) -> None:
+    """Before a command starts work: end it with one clear line when a module it will need
+    (one of the extra's) is not installed."""
+    for name in modules:
+        if importlib.util.find_spec(name) is None:
+            fail(f"this command needs the [{extra}] extra ({name} is not installed): "
+                 f"pip install 'riskstream[{extra}]'")
+
+
+@contextmanager
+def needs_extra(extra: str):
+    """Turn a missing optional dependency into one clear line and exit code 2, naming the extra
+    that installs it; any other import error propagates unchanged."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in EXTRA_MODULES[extra]:
+            raise
+        fail(f"this command needs the [{extra}] extra ({exc.name} is not installed): "
+             f"pip install 'riskstream[{extra}]'")
 
 
 def emit_rows(rows: list[dict], columns: list[str], fmt: str) -> None:
@@ -95,8 +122,9 @@ def run_settings(source: str, store_url: str, crash_at: str | None, checkpoint_e
                  ttl_minutes: float | None = None, end_of_stream: bool = False, **more):
     """RunSettings from a `run` command's shared flags (minutes -> microseconds); a bad
     --crash-at exits with its reason."""
+    from ..host.crash import parse_crash_at
+    from ..host.settings import RunSettings
     from ..timeutil import US_PER_MIN
-    from ..worker import RunSettings, parse_crash_at
     try:
         crash = parse_crash_at(crash_at)
     except ValueError as exc:

@@ -1,17 +1,13 @@
-"""`riskstream generations list` and `riskstream repair run`: the generation history and the
-in-process repair job (Dagster is imported only inside `repair run`)."""
+"""`riskstream generations list`: the generation history. `riskstream repair run` runs Dagster
+jobs, so the orchestration package registers it (`orchestration/commands.py`)."""
 
 from __future__ import annotations
 
 import click
 
-from ..generations import GENERATION_COLUMNS, generation_rows
-from .common import emit_rows, fail, format_option, open_store, store_option
-
-warehouse_option = click.option(
-    "--warehouse", "warehouse_path", envvar="RISKSTREAM_DUCKDB_PATH",
-    default=".riskstream/warehouse.duckdb", show_default=True,
-    help="DuckDB warehouse the rebuild validates in (one writer at a time).")
+from ..join_published import GENERATION_COLUMNS, generation_rows
+from ..store.ops import open_store
+from .common import emit_rows, format_option, store_option
 
 
 @click.group()
@@ -27,36 +23,4 @@ def list_generations(store_url, fmt):
     emit_rows(generation_rows(open_store(store_url)), GENERATION_COLUMNS, fmt)
 
 
-@click.group()
-def repair() -> None:
-    """Repairs from the dated replay queue."""
-
-
-@repair.command("run")
-@store_option
-@warehouse_option
-@click.option("--log-level", default=None, envvar="RISKSTREAM_DAGSTER_LOG_LEVEL",
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-              help="Dagster console log level for the runs (default INFO).")
-def run_repairs(store_url, warehouse_path, log_level):
-    """Run the sensor's rebuild job in-process over every pending entry set."""
-    from orchestration.repair import run_pending  # lazily: Dagster loads only here
-    outcomes = run_pending(store_url, warehouse_path, log_level=log_level)
-    if not outcomes:
-        click.echo("repair run: nothing pending")
-        return
-    for o in outcomes:
-        entries = f"entries {','.join(map(str, o.entry_ids))}" if o.entry_ids else "pending set"
-        click.echo(f"repair run {o.run_key}: {entries} -> "
-                   f"{'success' if o.success else 'failed'} (run {o.run_id})")
-    store = open_store(store_url)
-    for g in generation_rows(store):
-        if g["status"] in ("published", "held"):
-            click.echo(f"  generation {g['generation_id']} {g['status']} "
-                       f"{g['interval_key']} [{g['interval_start']}, {g['interval_end']}]"
-                       f"{' ' + g['reason'] if g['reason'] else ''}")
-    if not all(o.success for o in outcomes):
-        fail("a repair run did not publish (see the held generations above)", 1)
-
-
-COMMANDS = [generations, repair]
+COMMANDS = [generations]

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import click
 
+from ..host.checkpoints import CheckpointMismatch, SourceMismatch
+from ..host.crash import CRASH_POINTS
+from ..host.loop import Worker
+from ..host.settings import RunSettings
 from ..pipelines.join import SPEC
 from ..sources.filelog import SourceError
 from ..redaction import redact_text
 from ..store.errors import STORE_FAILURE_EXIT, describe_store_error, is_store_error
-from ..store.ops import loads
-from ..worker import CRASH_POINTS, CheckpointMismatch, RunSettings, SourceMismatch, Worker
-from .common import (emit_rows, fail, format_option, open_store, progress_bar, run_settings,
-                     source_option, store_option)
+from ..store.ops import loads, open_store
+from .common import (emit_rows, fail, format_option, progress_bar, run_settings, source_option,
+                     store_option)
 
 SOURCE_UNAVAILABLE_EXIT = 5
 
@@ -24,17 +27,6 @@ OUTCOME_COLUMNS = ["payment_id", "payment_rev", "status", "match_count", "mercha
 @click.group()
 def join() -> None:
     """Payment x risk-signal interval join (-47 min .. +8 min, inclusive)."""
-
-
-@join.command()
-@click.option("--seed", type=int, required=True)
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
-@click.option("--events", type=int, default=470, show_default=True)
-def generate(seed: int, out_dir: str, events: int) -> None:
-    """Write the seed scenario as a file log (DIR/<topic>/p<N>.jsonl + scenario.json)."""
-    from ..workloads.join_seed import generate as gen
-    m = gen(seed, out_dir, events)
-    click.echo(f"wrote {m['events']} events ({m['hard_case_lines']} hard-case lines) to {out_dir}")
 
 
 def run_pipeline(spec, settings: RunSettings, quiet: bool = False):
@@ -128,7 +120,7 @@ def pairs(store_url, include_all, published, fmt):
     """The current pair view (one row per logical pair)."""
     store = open_store(store_url)
     if published:
-        from ..generations import published_pairs
+        from ..join_published import published_pairs
         rows = published_pairs(store)
     else:
         rows = pair_rows(store, include_all)

@@ -8,10 +8,9 @@ import os
 import click
 import orjson
 
-from ..store.ops import loads
-from ..worker import CRASH_POINTS
-from .common import (echo_json, emit_rows, fail, format_option, open_store, run_settings,
-                     store_option)
+from ..host.crash import CRASH_POINTS
+from ..store.ops import loads, open_store
+from .common import echo_json, emit_rows, fail, format_option, run_settings, store_option
 
 WINDOW_COLUMNS = ["account_id", "event_hour", "revision", "total_cents", "payment_count",
                   "risk_count", "status", "fact_key", "predecessor_key"]
@@ -20,22 +19,6 @@ WINDOW_COLUMNS = ["account_id", "event_hour", "revision", "total_cents", "paymen
 @click.group()
 def ledger() -> None:
     """Account-hour risk ledger: revisions, temporal merchant join, signed repairs."""
-
-
-@ledger.command()
-@click.option("--seed", type=int, required=True)
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
-@click.option("--payments", type=int, default=400, show_default=True,
-              help="Background payments besides the named cases.")
-@click.option("--rate", type=float, default=None,
-              help="Background arrivals per second of source time (default: spread over "
-                   "09:00-14:30).")
-@click.option("--no-scenario", is_flag=True, help="Background only (pressure / benchmark).")
-def generate(seed, out_dir, payments, rate, no_scenario):
-    """Write the ledger scenario as a file log (DIR/<topic>/p<N>.jsonl + scenario.json)."""
-    from ..workloads.ledger_seed import generate as gen
-    m = gen(seed, out_dir, payments, rate, scenario=not no_scenario)
-    click.echo(f"wrote {m['lines']} lines ({len(m['cases'])} named cases) to {out_dir}")
 
 
 @ledger.command()
@@ -55,9 +38,9 @@ def generate(seed, out_dir, payments, rate, no_scenario):
 def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, checkpoint_every,
         batch_size, end_of_stream, quiet):
     """Run (or resume) the ledger over a file log until it is drained."""
+    from ..host.throttle import ThrottleSettings
     from ..pipelines.ledger import make_spec, run_extra
     from ..repairs.ledger import RepairKeyMissing, resolve_key
-    from ..throttle import ThrottleSettings
     from .join import run_pipeline
     try:
         key = resolve_key(store_url)  # before the store is opened: nothing read or written
@@ -154,7 +137,8 @@ def repair(store_url, as_json):
 @store_option
 def reconcile(store_url):
     """Per partition range: read = accepted + duplicate + stale + quarantined + routed."""
-    from ..pipelines.ledger_accounting import equation, reconcile as rec
+    from ..pipelines.ledger_accounting import equation
+    from ..pipelines.ledger_accounting import reconcile as rec
     rows = rec(open_store(store_url))
     if not rows:
         fail("nothing to reconcile: the ledger has not read any record", 1)

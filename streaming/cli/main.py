@@ -1,5 +1,6 @@
-"""Entry point: `riskstream <group> <command>`. Dagster is imported lazily, only inside the
-commands that run Dagster jobs."""
+"""Entry point: `riskstream <group> <command>`. The runtime's commands are added here; the
+commands that need the tooling or Dagster are registered by their packages through the
+`riskstream.commands` entry points (see `plugins.py`)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ import click
 
 from . import generations as generations_cmds
 from . import join as join_cmds
-from . import join_evidence as join_evidence_cmds
 from . import ledger as ledger_cmds
-from . import ledger_evidence as ledger_evidence_cmds
 from . import nats as nats_cmds
 from . import ops as ops_cmds
 from . import receipts as receipts_cmds
+from .plugins import load_plugins
 
 
 @click.group()
@@ -22,9 +22,7 @@ def cli() -> None:
 
 
 cli.add_command(join_cmds.join)
-join_cmds.join.add_command(join_evidence_cmds.evidence)
 cli.add_command(ledger_cmds.ledger)
-ledger_cmds.ledger.add_command(ledger_evidence_cmds.evidence)
 cli.add_command(nats_cmds.nats)
 for cmd in ops_cmds.COMMANDS:
     cli.add_command(cmd)
@@ -32,6 +30,7 @@ for cmd in generations_cmds.COMMANDS:
     cli.add_command(cmd)
 cli.add_command(receipts_cmds.receipts)
 cli.add_command(receipts_cmds.model)
+load_plugins(cli)
 
 if __name__ == "__main__":
     cli()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from ..store.ops import open_store
 from ..timeutil import us_to_iso
-from .common import echo_json, emit_rows, format_option, open_store, store_option
+from .common import echo_json, emit_rows, format_option, store_option
 
 QUEUE_COLUMNS = ["pipeline", "queue_date", "topic", "event_id", "revision", "reason",
                  "watermark_at_arrival", "status", "partition", "offset", "key", "event_time",

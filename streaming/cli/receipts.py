@@ -5,11 +5,11 @@ from __future__ import annotations
 import click
 import orjson
 
-from ..models.registry import MODEL_DIR_ENV, DEFAULT_MODEL_DIR, ModelError, Registry
+from ..host.crash import CRASH_POINTS
+from ..models.registry import DEFAULT_MODEL_DIR, MODEL_DIR_ENV, ModelError, Registry
+from ..store.ops import open_store
 from ..timeutil import TimeFormatError, parse_utc_us
-from ..worker import CRASH_POINTS
-from .common import (echo_json, emit_rows, fail, format_option, open_store, run_settings,
-                     store_option)
+from .common import echo_json, emit_rows, fail, format_option, run_settings, store_option
 
 DECISION_COLUMNS = ["receipt_id", "scoring_revision", "model_revision", "score", "decision",
                     "feature_count_7m", "feature_amount_7m", "watermark", "state_cutoff",
@@ -24,23 +24,6 @@ model_dir_option = click.option(
 @click.group()
 def receipts() -> None:
     """Receipt scorer: 7-minute merchant window at occurrence time, pinned model."""
-
-
-@receipts.command()
-@click.option("--seed", type=int, required=True)
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
-@click.option("--receipts", "n", type=int, default=470, show_default=True)
-@click.option("--partition-delay", type=float, default=4.0, show_default=True,
-              help="Minutes every upload of the delayed shard (p2) arrives late.")
-def generate(seed, out_dir, n, partition_delay):
-    """Write the seed scenario as a file log (DIR/receipts/p<N>.jsonl + scenario.json)."""
-    from ..workloads.receipts_seed import generate as gen
-    m = gen(seed, out_dir, n, partition_delay_min=partition_delay)
-    click.echo(f"wrote {m['receipts']} receipts in {m['lines']} lines "
-               f"({len(m['replayed_ids'])} replayed uploads, shard p{m['delayed_partition']} "
-               f"delayed {m['partition_delay_min']} min, {m['offline_store']} offline "
-               f"{m['offline_period'][0]}..{m['offline_period'][1]} holding "
-               f"{len(m['offline_ids'])} receipts) to {out_dir}")
 
 
 @receipts.command()
@@ -84,7 +67,7 @@ def run(source, store_url, model_dir, crash_at, checkpoint_every, batch_size, id
 
 
 def decision_rows(store, include_all: bool) -> list[dict]:
-    from ..incidents.receipts import active, decision_facts
+    from ..pipelines.receipts_release import active, decision_facts
     facts = decision_facts(store)
     rows = facts if include_all else active(facts)
     return sorted(rows, key=lambda r: (r["receipt_id"], r["scoring_revision"]))
@@ -134,7 +117,7 @@ def reconcile(store_url, model_dir, start, end):
 @click.option("--json", "as_json", is_flag=True)
 def release(store_url, as_json):
     """The release gate over the sink; exits 1 on hold."""
-    from ..incidents.receipts import release_gate
+    from ..pipelines.receipts_release import release_gate
     g = release_gate(open_store(store_url))
     if as_json:
         echo_json(g)
@@ -150,33 +133,6 @@ def release(store_url, as_json):
                 click.echo(f"  {k}: {', '.join(g[k][:20])}{' ...' if len(g[k]) > 20 else ''}")
     if g["result"] != "accept:reconciled":
         raise SystemExit(1)
-
-
-@receipts.command()
-@store_option
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-@click.option("--out", "out_path", default=None, help="Write to a file instead of stdout.")
-@click.option("--pictures", "pictures_dir", default=None, type=click.Path(file_okay=False),
-              help="Also draw incident_timeline.png and backlog.png into DIR, with "
-                   "pictures.json (what they show).")
-def incident(store_url, fmt, out_path, pictures_dir):
-    """The incident packet: ranges, revisions, counts, gaps, repairs, exceptions, disconnects."""
-    from ..incidents.receipts import incident_packet, render_text
-    store = open_store(store_url)
-    packet = incident_packet(store)
-    if pictures_dir:
-        from ..evidence.receipts_plots import write_incident_pictures  # matplotlib loads here
-        for line in write_incident_pictures(store, pictures_dir):
-            click.echo(line, err=True)
-    text = (orjson.dumps(packet, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
-            if fmt == "json" else render_text(packet))
-    if out_path:
-        with open(out_path, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        click.echo(f"wrote {out_path}")
-    else:
-        click.echo(text, nl=False)
 
 
 @receipts.command()

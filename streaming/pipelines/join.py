@@ -5,10 +5,10 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from ..contracts import PAYMENT, RISK_SIGNAL
+from ..host.settings import PipelineSpec, RunSettings
 from ..operators.interval_join import LATENESS_US, RULE_VERSION, IntervalJoin
 from ..store import schema as S
 from ..store.ops import Store
-from ..worker import PipelineSpec, RunSettings
 
 NAME = "join"
 

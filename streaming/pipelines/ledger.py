@@ -4,10 +4,10 @@ and the machine-readable consumer contract (source and output schemas)."""
 from __future__ import annotations
 
 from ..contracts import PAYMENT, Contract, FieldSpec, Kind, register
+from ..host.settings import PipelineSpec, RunSettings
 from ..operators.ledger import (CATEGORIES, MAX_BACKLOG_AGE_US, PAYMENTS, RETENTION_US,
                                 RULE_VERSION, WATERMARK_DELAY_US, LedgerOperator)
 from ..repairs.ledger import RepairKey
-from ..worker import PipelineSpec, RunSettings
 
 NAME = "ledger"
 

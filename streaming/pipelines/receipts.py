@@ -10,13 +10,13 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from ..contracts import Contract, FieldSpec, Kind, register
+from ..host.settings import PipelineSpec, RunSettings
 from ..models.pins import latest_pin, record_pin
 from ..models.registry import FEATURE_SCHEMA, Registry
 from ..operators.receipts import (KIND, LATENESS_US, PIPELINE, RETENTION_US, STATE_SCHEMA,
                                   WINDOW_US, ReceiptScorer)
 from ..store import schema as S
 from ..store.ops import Store, loads
-from ..worker import PipelineSpec, RunSettings
 
 RECEIPT = register(Contract(
     topic="receipts",

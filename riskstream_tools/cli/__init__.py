@@ -1,0 +1,23 @@
+"""The tooling's CLI commands, added to the runtime's groups by `register` (the
+`riskstream.commands` entry point `tools`): `join|ledger|receipts generate`, `join|ledger
+evidence` and `receipts incident`. Only click and light modules load here; matplotlib, DuckDB and
+Dagster load inside the commands that use them."""
+
+from __future__ import annotations
+
+import click
+
+from .incident import incident
+from .join_evidence import evidence as join_evidence
+from .ledger_evidence import evidence as ledger_evidence
+from .workloads import join_generate, ledger_generate, receipts_generate
+
+
+def register(cli: click.Group) -> None:
+    groups = cli.commands
+    groups["join"].add_command(join_generate)
+    groups["join"].add_command(join_evidence)
+    groups["ledger"].add_command(ledger_generate)
+    groups["ledger"].add_command(ledger_evidence)
+    groups["receipts"].add_command(receipts_generate)
+    groups["receipts"].add_command(incident)

@@ -1,0 +1,141 @@
+"""Checkpoints: the operator state, watermarks, positions and source fingerprints of one moment,
+written in one row every N records and at the end; read back, verified against the source and
+decoded on restore. A checkpoint this code cannot read, or a source that changed under it, stops
+the run before anything is read or written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import zlib
+from collections.abc import Callable
+
+import orjson
+
+from ..store.ops import Store, dumps, now_iso
+from ..timeutil import NEG_INF, us_to_iso
+from ..watermarks import InputWatermark
+from .settings import TP, Operator, PipelineSpec, Source
+
+SERIALIZER = "orjson+zlib/1"
+
+
+class CheckpointMismatch(RuntimeError):
+    exit_code = 3
+
+
+class SourceMismatch(RuntimeError):
+    exit_code = 4
+
+
+def tp_str(topic: str, partition: int) -> str:
+    return f"{topic}:{partition}"
+
+
+_CODE_REV: str | None = None
+
+
+def code_revision() -> str:
+    global _CODE_REV
+    if _CODE_REV is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        try:
+            rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                                 text=True, timeout=5).stdout.strip()
+            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                   cwd=here, capture_output=True, text=True,
+                                   timeout=5).stdout.strip()
+            _CODE_REV = (rev + ("+dirty" if dirty else "")) if rev else "unknown"
+        except (OSError, subprocess.SubprocessError):
+            _CODE_REV = "unknown"
+    return _CODE_REV
+
+
+def read_checkpoint(store: Store, pipeline: str, state_schema: str) -> dict | None:
+    """The latest checkpoint, decoded into `decoded`; refuses (before reading or writing
+    anything) when its serializer or state schema is not this code's."""
+    ck = store.latest_checkpoint(pipeline)
+    if ck is None:
+        return None
+    if ck["serializer"] != SERIALIZER or ck["state_schema"] != state_schema:
+        raise CheckpointMismatch(
+            f"checkpoint {ck['id']} of pipeline {pipeline!r} was written with serializer "
+            f"{ck['serializer']!r} and state schema {ck['state_schema']!r}; this code reads "
+            f"{SERIALIZER!r} / {state_schema!r}. Refusing to start: nothing was read "
+            f"or written. Migrate the checkpoint or start a new store.")
+    try:
+        ck["decoded"] = orjson.loads(zlib.decompress(ck["state"]))
+    except (zlib.error, orjson.JSONDecodeError) as exc:
+        raise CheckpointMismatch(f"checkpoint {ck['id']} cannot be decoded: {exc}") from None
+    return ck
+
+
+def verified_positions(ck: dict, source: Source) -> dict[TP, int]:
+    """The checkpoint's read positions, once the source is shown to be the one it was taken
+    from: same partitions, same identity, same bytes before every position."""
+    state = ck["decoded"]
+    src = state["source"]
+    if src["partitions"] != source.partition_counts:
+        raise SourceMismatch(
+            f"source partitions {source.partition_counts} differ from the checkpoint's "
+            f"{src['partitions']}: the log was repartitioned; restore refused")
+    # Sources that know their own identity (a broker stream) judge the rest of it.
+    refusal = getattr(source, "restore_refusal", None)
+    reason = refusal(src) if refusal is not None else None
+    if reason:
+        raise SourceMismatch(f"{reason}: restore refused")
+    positions = {tuple(k.rsplit(":", 1)): v for k, v in state["positions"].items()}
+    verified = {(t, int(p)): v for (t, p), v in positions.items()}
+    for tp, off in verified.items():
+        want = src["fingerprints"][tp_str(*tp)]
+        got = source.fingerprint(tp, off)
+        if want != got:
+            raise SourceMismatch(
+                f"partition {tp_str(*tp)} changed before offset {off} since checkpoint "
+                f"{ck['id']} (fingerprint {got[:12]} != {want[:12]}): restore refused")
+    return verified
+
+
+def write_checkpoint(store: Store, spec: PipelineSpec, op: Operator, source: Source,
+                     wms: dict[str, InputWatermark], positions: dict[TP, int], *, clock: int,
+                     stream_start: int, seq: int, records_total: int, ended: bool,
+                     mid_write: Callable[[], None]) -> dict:
+    """Write one checkpoint row; returns what the metrics report about it. `mid_write` runs
+    between the two halves of the write (the during-checkpoint crash point)."""
+    t0 = time.perf_counter()
+    op_state = op.snapshot()
+    fps = {tp_str(*tp): source.fingerprint(tp, off) for tp, off in positions.items()}
+    state = {
+        "operator": op_state,
+        "watermarks": {t: w.snapshot() for t, w in wms.items()},
+        "positions": {tp_str(*tp): off for tp, off in positions.items()},
+        "source": {**source.identity(), "fingerprints": fps},
+        "clock": clock, "stream_start": stream_start,
+        "journal_seq": seq, "records_total": records_total, "ended": ended,
+    }
+    blob = zlib.compress(orjson.dumps(state, option=orjson.OPT_NON_STR_KEYS), 3)
+    sm = op.state_metrics()
+    meta = {
+        "pipeline": spec.name, "journal_seq": seq,
+        "positions": state["positions"], "source": state["source"],
+        "watermarks": {t: us_to_iso(w.wm) for t, w in wms.items()},
+        "idle_partitions": {t: [p for p, i in enumerate(w.idle) if i]
+                            for t, w in wms.items()},
+        "rule_version": getattr(op, "rule_version", None),
+        "reference_versions": (spec.reference_versions(op)
+                               if spec.reference_versions else {}),
+        "serializer": SERIALIZER, "state_schema": op.state_schema,
+        "code_revision": code_revision(), "state_bytes": sm.get("state_bytes"),
+        "state_records": sm.get("state_records"), "records_total": records_total,
+        "clock": us_to_iso(clock) if clock > NEG_INF else None,
+        "end_of_stream": ended,
+    }
+    duration_ms = int((time.perf_counter() - t0) * 1000)
+    meta["size_bytes"] = len(blob)
+    meta["duration_ms"] = duration_ms
+    row = {"pipeline": spec.name, "journal_seq": seq, "serializer": SERIALIZER,
+           "state_schema": op.state_schema, "meta": dumps(meta), "state": blob,
+           "size_bytes": len(blob), "duration_ms": duration_ms, "created_at": now_iso()}
+    store.write_checkpoint(row, mid_write=mid_write)
+    return {"id_journal_seq": seq, "size_bytes": len(blob), "duration_ms": duration_ms}

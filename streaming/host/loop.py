@@ -1,0 +1,344 @@
+"""The host loop: reads the source, validates, drives an operator, commits each batch (facts,
+archive, quarantine, queue, journal, metrics) in one transaction, checkpoints every N records
+and at the end, and restores from the latest checkpoint by replaying the journal.
+
+The host owns I/O, clocks and watermarks; operators are pure state machines. One host serves
+every pipeline through a `PipelineSpec`. Checkpoints, journal replay, the metrics snapshot, the
+sink pacer and crash injection each live in their own module of this package."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..contracts import InvalidRecord, validate
+from ..operators.base import Emit, Quarantined
+from ..sources import open_source
+from ..sources.filelog import RawRecord
+from ..store.ops import BatchWrite, Store, dumps, now_iso
+from ..timeutil import NEG_INF, event_date
+from ..watermarks import InputWatermark
+from .checkpoints import read_checkpoint, tp_str, verified_positions, write_checkpoint
+from .crash import CrashInjector
+from .journal import journaled_batch
+from .metrics import metrics_snapshot
+from .settings import TP, Operator, PipelineSpec, RunSettings, Source
+from .throttle import SinkThrottle
+
+
+@dataclass
+class RunResult:
+    records: int = 0
+    batches: int = 0
+    facts_written: int = 0
+    facts_noop: int = 0
+    facts_rejected: int = 0
+    checkpoints: int = 0
+    restored_from: int | None = None
+    replayed_batches: int = 0
+    end_of_stream: bool = False
+    elapsed_s: float = 0.0
+    metrics: dict = field(default_factory=dict)
+    backlog: dict | None = None  # the throttle's backlog calculation, when throttled
+    backlog_lines: list[str] = field(default_factory=list)
+
+
+class Worker:
+    def __init__(self, spec: PipelineSpec, settings: RunSettings, store: Store | None = None,
+                 progress: Callable[[int, int], None] | None = None):
+        self.spec = spec
+        self.settings = settings
+        self.store = store or Store(settings.store_url)
+        self.progress = progress
+        self.crash = CrashInjector(settings.crash_at)
+        self.op: Operator = spec.make_operator(settings)
+        self.source: Source  # opened by run(), once the checkpoint is known to be readable
+        self.wms: dict[str, InputWatermark] = {}
+        self.positions: dict[TP, int] = {}
+        self.clock = NEG_INF
+        self.stream_start = NEG_INF
+        self.seq = 0
+        self.records_total = 0
+        self.since_ckpt = 0
+        self.last_ckpt: dict = {}
+        self.result = RunResult()
+        self.ended = False
+        self.throttle = SinkThrottle(settings.throttle) if settings.throttle else None
+        self.replaying = False
+        self.source_head_us: int | None = None
+
+    @property
+    def restored_from(self) -> int | None:
+        return self.result.restored_from
+
+    # ------------------------------------------------------------------ set-up
+    def _open_source(self) -> Source:
+        arrival = {t: c.arrival_time_field for t, c in self.spec.contracts.items()}
+        return open_source(self.settings.source, self.spec.topics, arrival)
+
+    def _restore(self, source: Source, ck: dict | None) -> None:
+        if ck is None:
+            for t in self.spec.topics:
+                self.wms[t] = InputWatermark(t, source.partition_counts[t],
+                                             self.spec.lateness_us[t])
+            self.positions = {tp: 0 for tp in source.tps()}
+            return
+        state = ck["decoded"]
+        self.positions = verified_positions(ck, source)
+        self.op.restore(state["operator"])
+        self.wms = {t: InputWatermark.restore(s) for t, s in state["watermarks"].items()}
+        self.clock = state["clock"]
+        self.stream_start = state["stream_start"]
+        self.seq = state["journal_seq"]
+        self.records_total = state["records_total"]
+        self.ended = state.get("ended", False)
+        self.result.restored_from = ck["id"]
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> RunResult:
+        t0 = time.perf_counter()
+        # Refuse before reading or writing anything when the state format is not ours.
+        ck = read_checkpoint(self.store, self.spec.name, self.op.state_schema)
+        self.source = self._open_source()
+        self._restore(self.source, ck)
+        # The recording and restored state live for the whole run: move them out of the cyclic
+        # collector's sight, and collect young objects less often (the hot loop allocates many
+        # short-lived dicts and none of them form cycles). Measured: about a third of operator
+        # time on 100,000 events went to collections before this.
+        gc.freeze()
+        saved_thresholds = gc.get_threshold()
+        gc.set_threshold(50_000, 20, 50)
+        try:
+            return self._run_loop(t0)
+        finally:
+            gc.set_threshold(*saved_thresholds)
+            gc.unfreeze()
+
+    def _run_loop(self, t0: float) -> RunResult:
+        if self.spec.prepare is not None:
+            self.spec.prepare(self.op, self.store)
+        run_id = self.store.start_run(self.spec.name, self.settings.describe())
+        total = self.source.total_records() - sum(self.positions.values())
+        self.source_head_us = self._source_head()
+        done = 0
+        self.replaying = True
+        # 1. Follow the journal past the checkpoint: same records, same order, same decisions.
+        for entry in self.store.journal_after(self.spec.name, self.seq):
+            n = self._replay_entry(entry)
+            done += n
+            self.result.replayed_batches += 1
+            if self.progress:
+                self.progress(done, total)
+        self.replaying = False
+        # 2. Read freely (through the sink throttle when one is set).
+        limit = max(1, min(self.settings.batch_size, self.settings.checkpoint_every))
+        if self.throttle is not None:
+            base = done
+            prog = (lambda n: self.progress(base + n, total)) if self.progress else None
+            for paced in self.throttle.batches(self.source.merged(self.positions), limit, prog):
+                self._run_batch(paced, None)
+            done += self.throttle.report.committed
+            self.result.backlog = self.throttle.report.as_dict()
+            self.result.backlog_lines = self.throttle.report.lines()
+        batch: list[RawRecord] = []
+        for raw in (self.source.merged(self.positions) if self.throttle is None else ()):
+            batch.append(raw)
+            if len(batch) >= limit:
+                self._run_batch(batch, None)
+                done += len(batch)
+                batch = []
+                if self.progress:
+                    self.progress(done, total)
+        if batch:
+            self._run_batch(batch, None)
+            done += len(batch)
+            if self.progress:
+                self.progress(done, total)
+        if self.settings.end_of_stream and not self.ended:
+            self._run_batch([], None, end_of_stream=True)
+        if self.since_ckpt > 0 or self.result.batches > 0 or self.result.replayed_batches > 0:
+            self._checkpoint()
+        self.result.elapsed_s = time.perf_counter() - t0
+        self.result.end_of_stream = self.ended
+        self.result.metrics = self._metrics_snapshot()
+        self.store.finish_run(run_id, {
+            "records": self.result.records, "facts_written": self.result.facts_written,
+            "facts_noop": self.result.facts_noop, "facts_rejected": self.result.facts_rejected,
+            "restored_from": self.result.restored_from, "elapsed_s": self.result.elapsed_s,
+            "end_of_stream": self.ended,
+            **({"backlog": self.result.backlog} if self.result.backlog else {})})
+        return self.result
+
+    def _source_head(self) -> int | None:
+        """Newest arrival time held by the source: what a caught-up reader would have seen."""
+        last = getattr(self.source, "next_arrival", None)
+        if last is None:
+            return None
+        head = None
+        for tp in self.source.tps():
+            end = self.source.end_offset(tp)
+            if end:
+                a = last(tp, end - 1)
+                if a is not None and (head is None or a > head):
+                    head = a
+        return head
+
+    def _replay_entry(self, entry: dict) -> int:
+        raws, decisions = journaled_batch(entry, self.source, self.positions)
+        self._run_batch(raws, decisions, end_of_stream=bool(entry["end_of_stream"]),
+                        seq=entry["seq"])
+        return len(raws)
+
+    def _run_batch(self, raws: list[RawRecord], decisions: list | None,
+                   end_of_stream: bool = False, seq: int | None = None) -> None:
+        out = Emit()
+        op = self.op
+        wms = self.wms
+        contracts = self.spec.contracts
+        ranges: dict[str, list[int]] = {}
+        order_runs: list[list] = []
+        made: list[list] = []
+        following = decisions is not None
+        pending = sorted(decisions or [], key=lambda d: d[0])
+        pi = 0
+        idle_after = self.settings.idle_after_us
+        for i, raw in enumerate(raws):
+            tp = (raw.topic, raw.partition)
+            tps = tp_str(*tp)
+            if order_runs and order_runs[-1][0] == tps:
+                order_runs[-1][1] += 1
+            else:
+                order_runs.append([tps, 1])
+            r = ranges.get(tps)
+            if r is None:
+                ranges[tps] = [raw.offset, raw.offset]
+            else:
+                r[1] = raw.offset
+            self.positions[tp] = raw.offset + 1
+            if raw.arrival_us > self.clock:
+                self.clock = raw.arrival_us
+            if self.stream_start <= NEG_INF:
+                self.stream_start = raw.arrival_us
+            wm = wms[raw.topic]
+            contract = contracts[raw.topic]
+            obj = raw.obj
+            try:
+                if isinstance(obj, Exception):
+                    raise InvalidRecord("malformed_json", str(obj)[:120])
+                if not isinstance(obj, dict):
+                    raise InvalidRecord("not_an_object", type(obj).__name__)
+                rec = validate(contract, obj, raw.partition, raw.offset, len(raw.line))
+            except InvalidRecord as exc:
+                out.quarantine.append(_quarantined(raw, exc.reason, exc.detail))
+                wm.touch(raw.partition, raw.arrival_us)
+            else:
+                op.on_record(rec, out)
+                if wm.observe(raw.partition, rec.event_us, raw.arrival_us):
+                    op.on_watermark(raw.topic, wm.wm, out)
+            op.on_clock(self.clock, out)
+            # Idleness: follow journaled decisions on replay, decide from evidence otherwise.
+            if following:
+                while pi < len(pending) and pending[pi][0] == i:
+                    _, topic, part, idle = pending[pi]
+                    if wms[topic].set_idle(part, idle):
+                        op.on_watermark(topic, wms[topic].wm, out)
+                    made.append(pending[pi])
+                    pi += 1
+            elif idle_after is not None:
+                self._idleness(i, idle_after, out, made)
+        if end_of_stream:
+            for t, wm in wms.items():
+                wm.end_of_stream()
+            op.on_end_of_stream(out)
+            self.ended = True
+        n = len(raws)
+        self.records_total += n
+        self.since_ckpt += n
+        self.result.records += n
+        if seq is None:
+            self.seq += 1
+            seq = self.seq
+        else:
+            self.seq = seq
+        self.crash.hit("after-candidate")
+        bw = self._batch_write(seq, out, ranges, order_runs, made, n, end_of_stream)
+        res = self.store.commit_batch(bw)
+        self.result.batches += 1
+        self.result.facts_written += res.written
+        self.result.facts_noop += res.noop
+        self.result.facts_rejected += res.rejected
+        if self.spec.on_batch_committed is not None:
+            self.spec.on_batch_committed(op, self.store, bw)
+        self.crash.hit("after-sink-write")
+        if self.since_ckpt >= self.settings.checkpoint_every:
+            self._checkpoint()
+        self.crash.hit("before-ack")
+        self.source.ack({k: tuple(v) for k, v in ranges.items()})
+
+    def _idleness(self, i: int, idle_after: int, out: Emit, made: list) -> None:
+        clock = self.clock
+        for topic, wm in self.wms.items():
+            for p in range(len(wm.idle)):
+                if wm.idle[p]:
+                    continue
+                quiet_since = max(wm.last_arrival[p], self.stream_start)
+                if clock - quiet_since < idle_after:
+                    continue
+                if not self.source.caught_up((topic, p), self.positions[(topic, p)], clock):
+                    continue  # records are waiting at the log: slow, not idle
+                made.append([i, topic, p, True])
+                if wm.set_idle(p, True):
+                    self.op.on_watermark(topic, wm.wm, out)
+
+    def _batch_write(self, seq, out: Emit, ranges, order_runs, made, n, eos) -> BatchWrite:
+        name = self.spec.name
+        archive = [{"pipeline": name, "topic": rec.topic, "partition": rec.partition,
+                    "offset": rec.offset, "event_id": rec.id, "revision": rec.revision,
+                    "key": rec.key, "event_us": rec.event_us, "arrival_us": rec.arrival_us,
+                    "payload": rec.payload_json or dumps(rec.payload),
+                    "payload_hash": rec.payload_hash,
+                    "disposition": disp, "batch_seq": seq}
+                   for rec, disp in out.dispositions]
+        quarantine = [{"pipeline": name, "topic": q.topic, "partition": q.partition,
+                       "offset": q.offset, "reason": q.reason, "detail": q.detail,
+                       "raw": q.raw, "batch_seq": seq} for q in out.quarantine]
+        queue = [{"pipeline": name, "queue_date": event_date(e.event_us), "topic": e.topic,
+                  "partition": e.partition, "offset": e.offset, "event_id": e.event_id,
+                  "revision": e.revision, "key": e.key, "event_us": e.event_us,
+                  "reason": e.reason, "watermark_at_arrival_us": e.watermark_at_arrival,
+                  "status": "pending", "status_reason": None, "detail": dumps(e.detail),
+                  "generation_id": None, "batch_seq": seq} for e in out.queue]
+        journal = {"pipeline": name, "seq": seq, "ranges": dumps(ranges),
+                   "order_runs": dumps(order_runs), "idleness": dumps(made), "records": n,
+                   "clock_us": self.clock if self.clock > NEG_INF else 0,
+                   "end_of_stream": eos, "committed_at": now_iso()}
+        metrics = {"pipeline": name, "seq": seq,
+                   "clock_us": self.clock if self.clock > NEG_INF else 0,
+                   "snapshot": dumps(self._metrics_snapshot(out))}
+        extra = {t: rows for t, rows in out.extra.items()}
+        return BatchWrite(name, seq, out.facts, archive, quarantine, queue, journal, metrics,
+                          extra)
+
+    # ------------------------------------------------------------------ checkpoints
+    def _checkpoint(self) -> None:
+        self.last_ckpt = write_checkpoint(
+            self.store, self.spec, self.op, self.source, self.wms, self.positions,
+            clock=self.clock, stream_start=self.stream_start, seq=self.seq,
+            records_total=self.records_total, ended=self.ended,
+            mid_write=lambda: self.crash.hit("during-checkpoint"))
+        self.since_ckpt = 0
+        self.result.checkpoints += 1
+
+    # ------------------------------------------------------------------ metrics
+    def _metrics_snapshot(self, out: Emit | None = None) -> dict:
+        return metrics_snapshot(self, out)
+
+
+def _quarantined(raw: RawRecord, reason: str, detail: str) -> Quarantined:
+    try:
+        text = raw.line.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.line.decode("utf-8", "replace")
+    return Quarantined(raw.topic, raw.partition, raw.offset, reason, detail, text)

@@ -1,0 +1,99 @@
+"""What a run is given: its settings, the pipeline it hosts, and the protocols the host drives
+(`Operator`, a pure state machine; `Source`, a partitioned log with positions)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..contracts import Contract
+from ..operators.base import Emit
+from ..sources.filelog import RawRecord
+from ..store.ops import BatchWrite, Store
+from .throttle import ThrottleSettings
+
+TP = tuple[str, int]
+
+
+class Operator(Protocol):
+    pipeline: str
+    state_schema: str
+
+    def on_record(self, rec, out: Emit) -> None: ...
+    def on_watermark(self, topic: str, wm: int, out: Emit) -> None: ...
+    def on_clock(self, clock_us: int, out: Emit) -> None: ...
+    def on_end_of_stream(self, out: Emit) -> None: ...
+    def snapshot(self) -> dict: ...
+    def restore(self, snap: dict) -> None: ...
+    def state_metrics(self) -> dict: ...
+
+
+class Source(Protocol):
+    """A partitioned log read by position: the file log and NATS JetStream. Optional extras the
+    host looks up by name: `restore_refusal(saved)` (a source that knows its own identity judges
+    a checkpoint's) and `next_arrival(tp, offset)` (the arrival time at a position)."""
+
+    partition_counts: dict[str, int]
+
+    def tps(self) -> list[TP]: ...
+    def end_offset(self, tp: TP) -> int: ...
+    def total_records(self) -> int: ...
+    def read_at(self, tp: TP, offset: int) -> RawRecord: ...
+    def caught_up(self, tp: TP, offset: int, clock_us: int) -> bool: ...
+    def merged(self, positions: dict[TP, int]) -> Iterator[RawRecord]: ...
+    def fingerprint(self, tp: TP, upto: int) -> str: ...
+    def identity(self) -> dict: ...
+    def ack(self, ranges: dict[str, tuple[int, int]]) -> None: ...
+
+
+@dataclass
+class RunSettings:
+    source: str
+    store_url: str
+    checkpoint_every: int = 10000
+    batch_size: int = 5000
+    crash_at: tuple[str, int] | None = None
+    idle_after_us: int | None = None
+    end_of_stream: bool = False
+    ttl_us: int | None = None
+    extra: dict = field(default_factory=dict)
+    # Opt-in pressure test: commit through a sink throttled in worker-clock time.
+    throttle: ThrottleSettings | None = None
+
+    def describe(self) -> dict:
+        return {"source": redact(self.source), "store": redact(self.store_url),
+                "checkpoint_every": self.checkpoint_every, "batch_size": self.batch_size,
+                "crash_at": f"{self.crash_at[0]}:{self.crash_at[1]}" if self.crash_at else None,
+                "idle_after_us": self.idle_after_us, "end_of_stream": self.end_of_stream,
+                "ttl_us": self.ttl_us,
+                **({"throttle": self.throttle.describe()} if self.throttle else {}),
+                **self.extra}
+
+
+def redact(url: str) -> str:
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url
+
+
+@dataclass
+class PipelineSpec:
+    name: str
+    contracts: dict[str, Contract]
+    lateness_us: dict[str, int]
+    make_operator: Callable[[RunSettings], Operator]
+    # The callbacks below take the pipeline's own operator class (hence Any, not Operator).
+    # Called after restore/creation with the store, so the operator can reload host facts
+    # (pending queue entries, published generations).
+    prepare: Callable[[Any, Store], None] | None = None
+    reference_versions: Callable[[Any], dict] | None = None
+    on_batch_committed: Callable[[Any, Store, BatchWrite], None] | None = None
+    # Optional: pipeline-specific health/freshness wording added to every metrics snapshot,
+    # called with (operator, snapshot) after the generic fields are filled in.
+    health: Callable[[Any, dict], dict] | None = None
+
+    @property
+    def topics(self) -> list[str]:
+        return list(self.contracts)
