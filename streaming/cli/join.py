@@ -13,8 +13,8 @@ from ..sources.filelog import SourceError
 from ..redaction import redact_text
 from ..store.errors import STORE_FAILURE_EXIT, describe_store_error, is_store_error
 from ..store.ops import loads, open_store
-from .common import (emit_rows, fail, format_option, progress_bar, run_settings, source_option,
-                     store_option)
+from .common import (emit_rows, fail, format_option, max_arrival_jump_option, progress_bar,
+                     run_settings, source_option, store_option)
 
 SOURCE_UNAVAILABLE_EXIT = 5
 
@@ -58,13 +58,14 @@ def run_pipeline(spec, settings: RunSettings, quiet: bool = False):
 @click.option("--ttl-minutes", type=float, default=None,
               help="Too-short TTL demonstration: evict by source-time age (loses matches).")
 @click.option("--end-of-stream", is_flag=True, help="Finalize: advance every watermark to the end.")
+@max_arrival_jump_option
 @click.option("--quiet", is_flag=True)
 def run(source, store_url, checkpoint_every, batch_size, crash_at, idle_after, ttl_minutes,
-        end_of_stream, quiet):
+        end_of_stream, max_arrival_jump, quiet):
     """Run (or resume) the live join over a file log until it is drained."""
     settings = run_settings(source, store_url, crash_at, checkpoint_every, batch_size,
                             idle_after=idle_after, ttl_minutes=ttl_minutes,
-                            end_of_stream=end_of_stream)
+                            end_of_stream=end_of_stream, max_arrival_jump=max_arrival_jump)
     res = run_pipeline(SPEC, settings, quiet)
     st = res.metrics.get("state", {})
     peak = st.get("peak", {})

@@ -10,7 +10,8 @@ import orjson
 
 from ..host.crash import CRASH_POINTS
 from ..store.ops import loads, open_store
-from .common import echo_json, emit_rows, fail, format_option, run_settings, store_option
+from .common import (echo_json, emit_rows, fail, format_option, max_arrival_jump_option,
+                     run_settings, store_option)
 
 WINDOW_COLUMNS = ["account_id", "event_hour", "revision", "total_cents", "payment_count",
                   "risk_count", "status", "fact_key", "predecessor_key"]
@@ -34,9 +35,10 @@ def ledger() -> None:
 @click.option("--checkpoint-every", type=int, default=1000, show_default=True)
 @click.option("--batch-size", type=int, default=500, show_default=True)
 @click.option("--end-of-stream", is_flag=True, help="Finalize every window.")
+@max_arrival_jump_option
 @click.option("--quiet", is_flag=True)
 def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, checkpoint_every,
-        batch_size, end_of_stream, quiet):
+        batch_size, end_of_stream, max_arrival_jump, quiet):
     """Run (or resume) the ledger over a file log until it is drained."""
     from ..host.throttle import ThrottleSettings
     from ..pipelines.ledger import make_spec, run_extra
@@ -55,7 +57,8 @@ def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, ch
     except ValueError as exc:
         fail(str(exc))
     settings = run_settings(source, store_url, crash_at, checkpoint_every, batch_size,
-                            end_of_stream=end_of_stream, extra=run_extra(key), throttle=throttle)
+                            end_of_stream=end_of_stream, extra=run_extra(key), throttle=throttle,
+                            max_arrival_jump=max_arrival_jump)
     res = run_pipeline(make_spec(key), settings, quiet)
     for line in summary_lines(res):
         click.echo(line)

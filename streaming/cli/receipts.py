@@ -9,7 +9,8 @@ from ..host.crash import CRASH_POINTS
 from ..models.registry import DEFAULT_MODEL_DIR, MODEL_DIR_ENV, ModelError, Registry
 from ..store.ops import open_store
 from ..timeutil import TimeFormatError, parse_utc_us
-from .common import echo_json, emit_rows, fail, format_option, run_settings, store_option
+from .common import (echo_json, emit_rows, fail, format_option, max_arrival_jump_option,
+                     run_settings, store_option)
 
 DECISION_COLUMNS = ["receipt_id", "scoring_revision", "model_revision", "score", "decision",
                     "feature_count_7m", "feature_amount_7m", "watermark", "state_cutoff",
@@ -37,15 +38,16 @@ def receipts() -> None:
               help="Minutes of source time a caught-up shard must be quiet to be idle.")
 @click.option("--end-of-stream", is_flag=True,
               help="Finalize: advance the watermark to the end and score every receipt.")
+@max_arrival_jump_option
 @click.option("--quiet", is_flag=True)
 def run(source, store_url, model_dir, crash_at, checkpoint_every, batch_size, idle_after,
-        end_of_stream, quiet):
+        end_of_stream, max_arrival_jump, quiet):
     """Run (or resume) the live scorer over a file log until it is drained."""
     from ..pipelines.receipts import SPEC
     from .join import run_pipeline
     settings = run_settings(source, store_url, crash_at, checkpoint_every, batch_size,
                             idle_after=idle_after, end_of_stream=end_of_stream,
-                            extra={"model_dir": model_dir})
+                            extra={"model_dir": model_dir}, max_arrival_jump=max_arrival_jump)
     try:
         res = run_pipeline(SPEC, settings, quiet)
     except ModelError as exc:

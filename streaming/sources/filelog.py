@@ -89,7 +89,8 @@ def arrival_jump(own: int | None, prev: int, next_owns: list[int | None], ends: 
     their own arrivals) arrives more than the bound earlier again. When more records follow
     and none comes back down, the partition resumed after a quiet spell: not a jump. When the
     partition ends within the look-ahead (`ends`), its last records cannot vouch for each other
-    and the record is judged against the source's head (`source_head`, see `source_head`)."""
+    and the record is judged against the source's head (`source_head`, see `source_head`);
+    unless it is among the partition's first records (no latest arrival yet)."""
     if max_jump_us is None or own is None:
         return None
     if prev > NEG_INF and own - prev <= max_jump_us:
@@ -97,7 +98,9 @@ def arrival_jump(own: int | None, prev: int, next_owns: list[int | None], ends: 
     for nxt in next_owns:
         if nxt is not None and own - nxt > max_jump_us:
             return f"a later record of the partition arrives at {us_to_iso(nxt)}"
-    if not ends or source_head is None or own - source_head <= max_jump_us:
+    if prev <= NEG_INF or not ends or source_head is None or own - source_head <= max_jump_us:
+        # A partition's first records jump from nothing: only a come-back condemns them
+        # (a whole input recorded late is not a clock fault).
         return None
     return f"the source's newest arrival is {us_to_iso(source_head)}"
 
@@ -480,11 +483,13 @@ class FileLog:
             for p in range(n):
                 self._parts[(topic, p)] = _Partition((topic, p), parts.get(p), field,
                                                      max_arrival_jump_us)
+        lasts = [part.last_arrival() for part in self._parts.values()]
         if max_arrival_jump_us is not None:
-            head = source_head([part.last_arrival() for part in self._parts.values()],
-                               max_arrival_jump_us)
+            self._head = source_head(lasts, max_arrival_jump_us)
             for part in self._parts.values():
-                part.source_head = head
+                part.source_head = self._head
+        else:
+            self._head = max((a for a in lasts if a is not None), default=None)
 
     def close(self) -> None:
         for part in self._parts.values():
@@ -498,6 +503,10 @@ class FileLog:
 
     def tps(self) -> list[TP]:
         return [(t, p) for t in self.topics for p in range(self.partition_counts[t])]
+
+    def newest_arrival(self) -> int | None:
+        """The newest arrival the partitions' last records agree on (jumps left out)."""
+        return self._head
 
     def end_offset(self, tp: TP) -> int:
         part = self._parts.get(tp)

@@ -373,7 +373,8 @@ class Store:
         ranges: dict[tuple[str, int], list[int]] = {}
         j = S.journal.c
         for r in self.rows(select(j.ranges).where(j.pipeline == pipeline)):
-            for tp, (lo, hi) in loads(r["ranges"]).items():
+            for tp, rng in loads(r["ranges"]).items():
+                lo, hi = rng[0], rng[1]  # [first, last, content digest]
                 topic, part = tp.rsplit(":", 1)
                 cur = ranges.setdefault((topic, int(part)), [lo, hi])
                 cur[0] = min(cur[0], lo)
