@@ -112,6 +112,10 @@ def build(pays, sigs, hostiles, root: str):
         tp = (topic, part)
         rows = parts[tp]
         k = int(where * len(rows))
+        if kind == "far_future_arrival":
+            # A jump is told from a resume by a later record arriving earlier again: one
+            # valid record at least follows it (docs/sources.md).
+            k = min(k, len(rows) - 1)
         arrival = rows[k - 1][0] if k > 0 else (rows[0][0] if rows else T0)
         inserts.setdefault(tp, []).append((k, n, _hostile(kind, topic, n, arrival, param)))
     for tp, ins in inserts.items():

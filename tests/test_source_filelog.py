@@ -12,9 +12,8 @@ import orjson
 import pytest
 
 from streaming.sources import filelog
-from streaming.sources.filelog import (DEFAULT_MAX_ARRIVAL_JUMP_US, FileLog, SourceError,
-                                       decode_own, decode_partition, merge_by_arrival,
-                                       source_head)
+from streaming.sources.filelog import FileLog, SourceError, decode_partition, merge_by_arrival
+from streaming.sources.records import raw_record
 from streaming.timeutil import US_PER_S, us_to_iso
 
 BASE_US = 1_790_000_000 * US_PER_S
@@ -33,13 +32,8 @@ def _whole_file_reader(root: str, topics: list[str]):
             path = os.path.join(root, topic, f"p{p}.jsonl")
             data = open(path, "rb").read() if os.path.exists(path) else b""
             lines[tp] = data.split(b"\n")[:-1]
-    lasts = []
     for tp in tps:
-        owns = [decode_own(line, "arrival_time")[1] for line in lines[tp]]
-        lasts.append(next((a for a in reversed(owns) if a is not None), None))
-    head = source_head(lasts, DEFAULT_MAX_ARRIVAL_JUMP_US)
-    for tp in tps:
-        objs[tp], arrivals[tp] = decode_partition(lines[tp], "arrival_time", source_head=head)
+        objs[tp], arrivals[tp] = decode_partition(lines[tp], "arrival_time")
     return tps, lines, objs, arrivals
 
 
@@ -121,7 +115,7 @@ def test_streamed_reader_equals_whole_file_reader(tmp_path, small_windows, seed)
             assert data.startswith(prefix)
             if off < len(lines[tp]):
                 assert _key(log.read_at(tp, off)) == _key(
-                    filelog._raw(tp[0], tp[1], off, lines[tp][off], objs[tp][off],
+                    raw_record(tp[0], tp[1], off, lines[tp][off], objs[tp][off],
                                  arrivals[tp][off]))
         assert log.fingerprint(tp, len(lines[tp]) + 1) == "beyond-end"
 
@@ -160,7 +154,8 @@ def test_lone_carriage_return_does_not_split_a_line_and_crlf_reads_as_lf(tmp_pat
     assert recs[0].obj["id"] == 0 and recs[2].obj["id"] == 2
     assert recs[1].line == b'{"id": 1,\r "a": 2}'
     # A bare \r inside a string is not JSON: one quarantined record, offsets = line numbers.
-    _write(f"{root}/payments/p0.jsonl", _rec(0, 0) + b"\r" + _rec(1, 1) + b"\n" + _rec(2, 2) + b"\n")
+    _write(f"{root}/payments/p0.jsonl",
+           _rec(0, 0) + b"\r" + _rec(1, 1) + b"\n" + _rec(2, 2) + b"\n")
     recs = list(FileLog(root, ["payments"]).merged({}))
     assert [r.offset for r in recs] == [0, 1]
     assert isinstance(recs[0].obj, Exception) and recs[1].obj["id"] == 2
@@ -206,27 +201,23 @@ def test_arrival_jump_keeps_the_partition_clock(tmp_path):
     far = orjson.dumps({"id": 9, "arrival_time": "9999-12-31T23:59:00+00:00"})
     resumed = b"".join(_rec(100 + i, 7200 + i) + b"\n" for i in range(20))
     _write(f"{root}/payments/p0.jsonl", _rec(0, 0) + b"\n" + far + b"\n" + _rec(2, 60) + b"\n")
-    _write(f"{root}/payments/p1.jsonl", _rec(3, 10) + b"\n" + resumed + far + b"\n")
+    _write(f"{root}/payments/p1.jsonl", far + b"\n" + _rec(3, 10) + b"\n" + resumed)
+    _write(f"{root}/payments/p2.jsonl", _rec(5, 20) + b"\n" + far + b"\n" + far + b"\n"
+           + _rec(6, 80) + b"\n" + _rec(7, 8000) + b"\n")
     recs = list(FileLog(root, ["payments"]).merged({}))
     faults = {(r.partition, r.offset): r.fault for r in recs if r.fault}
-    # p0:1 is followed by an earlier arrival; p1's last line is judged against the source head.
-    # p1:1 is two hours after its predecessor, but twenty records go on from there: a resume.
-    assert set(faults) == {(0, 1), (1, 21)}
+    # Followed by an earlier arrival: a jump, also as a partition's first record and twice in a
+    # row. Two hours after its predecessor with the partition going on from there: a resume.
+    # Nothing after it yet (p2's last line): it cannot be told from a resume, so it is read.
+    assert set(faults) == {(0, 1), (1, 0), (2, 1), (2, 2)}
     assert all(f[0] == "arrival_time_jump" and "9999-12-31T23:59:00" in f[1]
-               for f in faults.values())
-    assert "later record of the partition" in faults[(0, 1)][1]
-    assert "source's newest arrival" in faults[(1, 21)][1]
+               and "later record of the partition" in f[1] for f in faults.values())
     arrivals = {(r.partition, r.offset): r.arrival_us for r in recs}
-    assert arrivals[(0, 1)] == BASE_US and arrivals[(1, 21)] == BASE_US + 7219 * US_PER_S
-    assert arrivals[(1, 1)] == BASE_US + 7200 * US_PER_S
-    # Two jumps in a row, in the middle and at the end of partitions.
-    _write(f"{root}/payments/p2.jsonl", _rec(5, 20) + b"\n" + far + b"\n" + far + b"\n"
-           + _rec(6, 80) + b"\n")
-    _write(f"{root}/payments/p3.jsonl", _rec(7, 70) + b"\n" + far + b"\n" + far + b"\n")
-    recs = list(FileLog(root, ["payments"]).merged({}))
-    faults = {(r.partition, r.offset) for r in recs if r.fault}
-    assert faults == {(0, 1), (1, 21), (2, 1), (2, 2), (3, 1), (3, 2)}
-    assert max(r.arrival_us for r in recs) == BASE_US + 7219 * US_PER_S
+    assert arrivals[(0, 1)] == BASE_US
+    assert arrivals[(1, 2)] == BASE_US + 7200 * US_PER_S
+    assert arrivals[(2, 2)] == BASE_US + 20 * US_PER_S
+    assert arrivals[(2, 4)] == BASE_US + 8000 * US_PER_S
+    assert max(arrivals.values()) == BASE_US + 8000 * US_PER_S
     # The check can be turned off.
     recs = list(FileLog(root, ["payments"], max_arrival_jump_us=None).merged({}))
     assert all(r.fault is None for r in recs)

@@ -24,198 +24,24 @@ import os
 import re
 from array import array
 from collections import deque
-from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterator
 
-import orjson
+from ..timeutil import NEG_INF
+# Shared by every source; re-exported so callers name one module for the file log.
+from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, TP,  # noqa: F401
+                      PartitionBuffer, RawRecord, SourceError, SourceFault, arrival_jump,
+                      decode_own, decode_partition, jump_fault, merge_by_arrival)
 
-from ..timeutil import NEG_INF, US_PER_HOUR, TimeFormatError, parse_utc_us, us_to_iso
-
-_PART_RE = re.compile(r"^p(\d+)\.jsonl$")
-_CANONICAL_PART_RE = re.compile(r"^p(0|[1-9]\d*)\.jsonl$")
-_BOM = b"\xef\xbb\xbf"
-
-TP = tuple[str, int]
-
-# A record whose arrival time is more than this beyond its partition's latest arrival is a
-# clock fault of the producer (`arrival_time_jump`): it is quarantined and moves no clock.
-DEFAULT_MAX_ARRIVAL_JUMP_US = US_PER_HOUR
 MARK_EVERY = 4096  # lines between kept byte positions of a partition file
 READ_AHEAD = 1024  # lines decoded at a time per partition
-JUMP_LOOKAHEAD = 16  # later records read to tell an arrival jump from a resumed partition
 _CHUNK = 1 << 20
 # Arrival times kept for records handed out but not yet acknowledged, per partition; beyond
 # this the oldest are dropped (a caller that never acknowledges still runs in bounded memory).
 _MAX_TAKEN = 1 << 18
 
-
-class SourceError(RuntimeError):
-    pass
-
-
-@dataclass(slots=True)
-class RawRecord:
-    topic: str
-    partition: int
-    offset: int
-    line: bytes
-    obj: object  # decoded JSON object, or an Exception if the line did not decode
-    arrival_us: int  # the line's arrival time, or its predecessor's when it has none
-    # Set when the source itself judges the record unusable (reason, detail); the host
-    # quarantines it without validating. Today: `arrival_time_jump`.
-    fault: tuple[str, str] | None = None
-
-
-def decode_own(line: bytes, arrival_field: str) -> tuple[object, int | None]:
-    """A line's JSON object (or the decode error) and its own arrival time (None: unusable)."""
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        return exc, None
-    if not isinstance(obj, dict):
-        return obj, None
-    try:
-        return obj, parse_utc_us(obj.get(arrival_field))
-    except TimeFormatError:
-        return obj, None
-
-
-def arrival_jump(own: int | None, prev: int, next_owns: list[int | None], ends: bool,
-                 source_head: int | None, max_jump_us: int | None) -> str | None:
-    """Why a record's arrival time is a producer clock fault, or None.
-
-    A jump is an arrival more than `max_jump_us` past the partition's latest arrival `prev`
-    that the partition does not follow: one of its next JUMP_LOOKAHEAD records (`next_owns`,
-    their own arrivals) arrives more than the bound earlier again. When more records follow
-    and none comes back down, the partition resumed after a quiet spell: not a jump. When the
-    partition ends within the look-ahead (`ends`), its last records cannot vouch for each other
-    and the record is judged against the source's head (`source_head`, see `source_head`);
-    unless it is among the partition's first records (no latest arrival yet)."""
-    if max_jump_us is None or own is None:
-        return None
-    if prev > NEG_INF and own - prev <= max_jump_us:
-        return None
-    for nxt in next_owns:
-        if nxt is not None and own - nxt > max_jump_us:
-            return f"a later record of the partition arrives at {us_to_iso(nxt)}"
-    if prev <= NEG_INF or not ends or source_head is None or own - source_head <= max_jump_us:
-        # A partition's first records jump from nothing: only a come-back condemns them
-        # (a whole input recorded late is not a clock fault).
-        return None
-    return f"the source's newest arrival is {us_to_iso(source_head)}"
-
-
-def jump_fault(own: int, prev: int, why: str, arrival_field: str,
-               max_jump_us: int) -> tuple[str, str]:
-    since = f"latest arrival {us_to_iso(prev)}" if prev > NEG_INF else "first record"
-    return ("arrival_time_jump",
-            f"{arrival_field} {us_to_iso(own)} is more than {max_jump_us // 1_000_000}s ahead of "
-            f"the partition ({since}) and {why}; it moves no clock")
-
-
-def decode_partition(lines: list[bytes], arrival_field: str,
-                     max_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US,
-                     source_head: int | None = None) -> tuple[list[object], list[int]]:
-    """Decode one partition's lines: the JSON objects (or the decode error) and the arrival
-    times used to merge partitions. Shared by every source so they replay in the same order.
-    A line without a usable arrival time, or with an arrival jump (returned as a
-    `SourceFault`), keeps its predecessor's arrival: it is consumed right after it."""
-    decoded = [decode_own(line, arrival_field) for line in lines]
-    arrivals: list[int] = []
-    objs: list[object] = []
-    prev = NEG_INF
-    n = len(decoded)
-    for i, (obj, own) in enumerate(decoded):
-        nxt = [o for _, o in decoded[i + 1:i + 1 + JUMP_LOOKAHEAD]]
-        why = arrival_jump(own, prev, nxt, i + 1 + JUMP_LOOKAHEAD >= n, source_head,
-                           max_jump_us)
-        if why is not None:
-            objs.append(SourceFault(*jump_fault(own, prev, why, arrival_field, max_jump_us), obj))
-        else:
-            objs.append(obj)
-            if own is not None and own > prev:
-                prev = own
-        arrivals.append(prev)
-    return objs, arrivals
-
-
-class SourceFault:
-    """A decoded object the source judged unusable, with the reason (in-memory sources keep
-    objects in lists; `RawRecord.fault` is filled from it)."""
-
-    __slots__ = ("reason", "detail", "obj")
-
-    def __init__(self, reason: str, detail: str, obj: object):
-        self.reason, self.detail, self.obj = reason, detail, obj
-
-
-def _raw(topic: str, part: int, off: int, line: bytes, obj: object, arr: int) -> RawRecord:
-    if isinstance(obj, SourceFault):
-        return RawRecord(topic, part, off, line, obj.obj, arr, (obj.reason, obj.detail))
-    return RawRecord(topic, part, off, line, obj, arr)
-
-
-def merge_by_arrival(tps: list[TP], positions: dict[TP, int], lines: dict[TP, list[bytes]],
-                     objs: dict[TP, list[object]], arrivals: dict[TP, list[int]]
-                     ) -> Iterator[RawRecord]:
-    """Records of every partition from `positions` on, merged by (arrival, topic, partition,
-    offset); each partition stays in offset order."""
-    heap: list[tuple[int, str, int, int]] = []
-    for tp in tps:
-        off = positions.get(tp, 0)
-        if off < len(arrivals.get(tp, ())):
-            heap.append((arrivals[tp][off], tp[0], tp[1], off))
-    heapq.heapify(heap)
-    while heap:
-        arr, topic, part, off = heapq.heappop(heap)
-        tp = (topic, part)
-        yield _raw(topic, part, off, lines[tp][off], objs[tp][off], arr)
-        nxt = off + 1
-        if nxt < len(arrivals[tp]):
-            heapq.heappush(heap, (arrivals[tp][nxt], topic, part, nxt))
-
-
-class PartitionBuffer:
-    """What an in-memory source holds: per topic-partition lines, decoded objects and arrival
-    times, offset-addressed, merged by arrival. Subclasses fill `topics`, `partition_counts`,
-    `_lines`, `_objs` and `_arrivals`."""
-
-    topics: list[str]
-    partition_counts: dict[str, int]
-    _lines: dict[TP, list[bytes]]
-    _objs: dict[TP, list[object]]
-    _arrivals: dict[TP, list[int]]
-
-    def tps(self) -> list[TP]:
-        return [(t, p) for t in self.topics for p in range(self.partition_counts[t])]
-
-    def end_offset(self, tp: TP) -> int:
-        return len(self._lines.get(tp, ()))
-
-    def total_records(self) -> int:
-        return sum(len(v) for v in self._lines.values())
-
-    def read_at(self, tp: TP, offset: int) -> RawRecord:
-        return _raw(tp[0], tp[1], offset, self._lines[tp][offset], self._objs[tp][offset],
-                    self._arrivals[tp][offset])
-
-    def next_arrival(self, tp: TP, offset: int) -> int | None:
-        arr = self._arrivals.get(tp, ())
-        return arr[offset] if offset < len(arr) else None
-
-    def caught_up(self, tp: TP, offset: int, clock_us: int) -> bool:
-        """Nothing is pending at the log for tp at source time clock_us (the buffer holds
-        everything the log had when it was opened)."""
-        nxt = self.next_arrival(tp, offset)
-        return nxt is None or nxt > clock_us
-
-    def merged(self, positions: dict[TP, int]) -> Iterator[RawRecord]:
-        """All records from `positions` on, merged by (arrival, topic, partition, offset)."""
-        return merge_by_arrival(self.tps(), positions, self._lines, self._objs, self._arrivals)
-
-
-# ---------------------------------------------------------------------------------------------
-# File log: streamed partitions
+_PART_RE = re.compile(r"^p(\d+)\.jsonl$")
+_CANONICAL_PART_RE = re.compile(r"^p(0|[1-9]\d*)\.jsonl$")
+_BOM = b"\xef\xbb\xbf"
 
 
 def _scan_lines(path: str) -> tuple[int, array]:
@@ -277,7 +103,6 @@ class _Partition:
         self.path = path
         self.arrival_field = arrival_field
         self.max_jump_us = max_jump_us
-        self.source_head: int | None = None  # set by the log once every partition is scanned
         if path is None:
             self.count, self.marks = 0, array("q", [0])
         else:
@@ -344,8 +169,7 @@ class _Partition:
                 at = off + 1 + len(r.ahead)
                 nline = _record_bytes(r.fh.readline(), at)
                 r.ahead.append((nline, *decode_own(nline, field)))
-            why = arrival_jump(own, prev, [x[2] for x in r.ahead], off + 1 + want >= self.count,
-                               self.source_head, jump)
+            why = arrival_jump(own, prev, [x[2] for x in r.ahead], jump)
             if why is not None:
                 fault = jump_fault(own, prev, why, field, jump)
         if fault is None and own is not None and own > prev:
@@ -483,13 +307,10 @@ class FileLog:
             for p in range(n):
                 self._parts[(topic, p)] = _Partition((topic, p), parts.get(p), field,
                                                      max_arrival_jump_us)
-        lasts = [part.last_arrival() for part in self._parts.values()]
-        if max_arrival_jump_us is not None:
-            self._head = source_head(lasts, max_arrival_jump_us)
-            for part in self._parts.values():
-                part.source_head = self._head
-        else:
-            self._head = max((a for a in lasts if a is not None), default=None)
+        # The newest arrival held (a metric: how far behind the source a run is).
+        lasts = [a for a in (part.last_arrival() for part in self._parts.values())
+                 if a is not None]
+        self._head = max(lasts) if lasts else None
 
     def close(self) -> None:
         for part in self._parts.values():
@@ -505,7 +326,7 @@ class FileLog:
         return [(t, p) for t in self.topics for p in range(self.partition_counts[t])]
 
     def newest_arrival(self) -> int | None:
-        """The newest arrival the partitions' last records agree on (jumps left out)."""
+        """The newest arrival among the partitions' last records."""
         return self._head
 
     def end_offset(self, tp: TP) -> int:
@@ -571,16 +392,6 @@ class FileLog:
             p = self._parts.get((topic, int(part)))
             if p is not None:
                 p.release(last + 1)
-
-
-def source_head(last_arrivals: list[int | None], max_jump_us: int) -> int | None:
-    """The newest arrival the partitions' last records agree on: the newest last arrival within
-    the bound of their median, so partitions ending in a jump do not move it."""
-    usable = sorted(a for a in last_arrivals if a is not None)
-    if not usable:
-        return None
-    median = usable[(len(usable) - 1) // 2]
-    return max(a for a in usable if a - median <= max_jump_us)
 
 
 def partition_files(root: str, topic: str) -> dict[int, str]:
