@@ -1,7 +1,7 @@
 """The DuckDB warehouse: incremental ingest from the operational store and candidate tables.
 
 Ingest reads every store table inside one read snapshot of the store, so the copies agree with
-each other. Append-only tables (facts, archive, quarantine) are copied incrementally and
+each other. Append-only tables (facts, archive, quarantine, journal) are copied incrementally and
 idempotently (insert-or-ignore on their natural key) behind a cursor kept in the warehouse in the
 same DuckDB transaction as the rows:
   SQLite: the rowid. SQLite has one writer at a time and assigns rowids inside the writing
@@ -11,7 +11,8 @@ same DuckDB transaction as the rows:
           next ingest takes rows whose inserting transaction is not older than the previous
           snapshot's xmin, i.e. every transaction that might still have been running. Re-read
           rows are ignored by the natural key.
-Small tables whose rows change status (replay queue, generations, pointers) are replaced whole.
+Small tables whose rows change status (replay queue, generations, pointers) or that stay small
+(sink exceptions, gate decisions) are replaced whole.
 
 Candidate tables are named by generation id (candidates.pairs_<gid>, ...); the views in schema
 `rebuild` point at the candidate of the running rebuild (one rebuild at a time: the warehouse
@@ -34,8 +35,11 @@ APPEND_ONLY = {
     "facts": ("id",),
     "archive": ("pipeline", "topic", "partition", "offset"),
     "quarantine": ("pipeline", "topic", "partition", "offset"),
+    "journal": ("pipeline", "seq"),
 }
-REPLACED = ("replay_queue", "generations", "generation_pointers")
+# Sink exceptions and the decisions on gate blockers feed the release gates (docs/gates.md).
+REPLACED = ("replay_queue", "generations", "generation_pointers", "sink_exceptions",
+            "gate_decisions")
 INGESTED = tuple(APPEND_ONLY) + REPLACED
 
 

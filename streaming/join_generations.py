@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from sqlalchemy import and_, delete, select, update
 
+from .join_diff import diff_pairs
 from .join_published import PIPELINE
 from .join_rebuild import Candidate
 from .operators.base import Fact
@@ -27,19 +28,12 @@ class GenerationConflict(RuntimeError):
     """The pointers moved since the candidate was built: publish nothing, rebuild instead."""
 
 
-def _logical(r: dict) -> tuple[str, str, str]:
-    return r["payment_id"], r["signal_id"], r["rule_version"]
-
-
 def pair_diff(cand: Candidate) -> dict[str, list[dict]]:
-    """Candidate vs the published rows it replaces, by logical pair: added, retired, and
-    revised (same logical pair, another pair id because a revision changed)."""
-    base = {_logical(r): r for r in cand.base_pairs}
-    new = {_logical(r): r for r in cand.pairs}
-    return {"added": [new[k] for k in sorted(set(new) - set(base))],
-            "retired": [base[k] for k in sorted(set(base) - set(new))],
-            "revised": [new[k] for k in sorted(set(new) & set(base))
-                        if new[k]["pair_id"] != base[k]["pair_id"]]}
+    """Candidate vs the published rows it replaces (`join_diff.diff_pairs`): added and revised
+    list the candidate's rows, retired the published rows."""
+    diff = diff_pairs(cand.base_pairs, cand.pairs)
+    return {change: [after if after is not None else before for before, after in rows]
+            for change, rows in diff.items()}
 
 
 def record_candidate(store: Store, cand: Candidate, pipeline: str = PIPELINE) -> None:

@@ -53,10 +53,11 @@ def test_dbt_build_passes_offline_from_a_clean_copy(seed_dir, tmp_path):
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
         gates = con.execute("SELECT pipeline, gate, passed FROM main.rec_release_gates "
                             "ORDER BY gate").fetchall()
-        ranges = con.execute("SELECT topic, sum(read), sum(queued), sum(pending), "
+        ranges = con.execute("SELECT topic, sum(read), sum(routed_to_repair), sum(pending), "
                              "bool_and(closes) FROM main.rec_source_ranges GROUP BY topic "
                              "ORDER BY topic").fetchall()
-    assert gates == [("join", "accounting_closes", True), ("join", "one_current_row_per_key", True),
+    assert gates == [("join", "accounting_closes", True), ("join", "no_open_sink_exceptions", True),
+                     ("join", "one_current_row_per_key", True),
                      ("join", "queued_records_accounted", True)]
     assert [(t, q, p, c) for t, _, q, p, c in ranges] == [("payments", 1, 1, True),
                                                           ("risk_signals", 0, 0, True)]

@@ -1,6 +1,6 @@
 """The tooling's CLI commands, added to the runtime's groups by `register` (the
 `riskstream.commands` entry point `tools`): `join|ledger|receipts generate`, `join|ledger
-evidence` and `receipts incident`. Only click and light modules load here; matplotlib, DuckDB and
+evidence`, `receipts incident` and `receipts reference-check`. Only click and light modules load here; matplotlib, DuckDB and
 Dagster load inside the commands that use them."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import click
 from .incident import incident
 from .join_evidence import evidence as join_evidence
 from .ledger_evidence import evidence as ledger_evidence
+from .reference_check import reference_check
 from .workloads import join_generate, ledger_generate, receipts_generate
 
 
@@ -21,3 +22,4 @@ def register(cli: click.Group) -> None:
     groups["ledger"].add_command(ledger_evidence)
     groups["receipts"].add_command(receipts_generate)
     groups["receipts"].add_command(incident)
+    groups["receipts"].add_command(reference_check)

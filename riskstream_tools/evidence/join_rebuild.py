@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from collections import defaultdict
 
+from streaming.join_diff import diff_pairs
 from streaming.store.ops import Store
 
 from .join_runs import EvidenceSettings
@@ -30,14 +31,9 @@ def generations_module():
     return mod
 
 
-def _logical(r: dict) -> tuple[str, str, str]:
-    return r["payment_id"], r["signal_id"], r["rule_version"]
-
-
 def view_diff(before: list[dict], after: list[dict]) -> dict[str, list[dict]]:
-    b = {_logical(r): r for r in before}
-    a = {_logical(r): r for r in after}
-
+    """The published view before vs after, by `join_diff.diff_pairs`, each row in brief (a
+    revised row names the pair id it replaces)."""
     def brief(r: dict, old: dict | None = None) -> dict:
         out = {"payment_id": r["payment_id"], "signal_id": r["signal_id"],
                "pair_id": r["pair_id"], "payment_rev": r["payment_rev"],
@@ -46,10 +42,10 @@ def view_diff(before: list[dict], after: list[dict]) -> dict[str, list[dict]]:
         if old is not None:
             out["replaces_pair_id"] = old["pair_id"]
         return out
-    return {"added": [brief(a[k]) for k in sorted(set(a) - set(b))],
-            "retired": [brief(b[k]) for k in sorted(set(b) - set(a))],
-            "revised": [brief(a[k], b[k]) for k in sorted(set(a) & set(b))
-                        if a[k]["pair_id"] != b[k]["pair_id"]]}
+    diff = diff_pairs(before, after)
+    return {"added": [brief(a) for _, a in diff["added"]],
+            "retired": [brief(b) for b, _ in diff["retired"]],
+            "revised": [brief(a, b) for b, a in diff["revised"]]}
 
 
 def merchant_totals(outcomes: list[dict], pairs: list[dict]) -> dict[str, dict]:

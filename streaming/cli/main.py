@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import click
 
+from . import exceptions as exceptions_cmds
 from . import generations as generations_cmds
 from . import join as join_cmds
 from . import ledger as ledger_cmds
@@ -29,6 +30,8 @@ for cmd in ops_cmds.COMMANDS:
 for cmd in generations_cmds.COMMANDS:
     cli.add_command(cmd)
 cli.add_command(receipts_cmds.receipts)
+for cmd in exceptions_cmds.COMMANDS:
+    cli.add_command(cmd)
 cli.add_command(receipts_cmds.model)
 load_plugins(cli)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from ..operators.base import BUCKETS
 from ..store import schema as S
 from ..store.ops import Store
 from ..store.tables_ledger import ledger_repair_requests as RR
 
-BUCKETS = ("accepted", "duplicate", "stale", "quarantined", "routed_to_repair")
 ROUTED_SPLIT = ("pending", "held", "repaired")
 
 

@@ -15,6 +15,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..redaction import connect_url
 from . import schema as S
+from .accounting import source_accounting
+from .bootstrap import create_schema
 from . import tables as _tables  # noqa: F401  (registers pipeline tables)
 
 DEFAULT_STORE_URL = "sqlite:///.riskstream/ops.sqlite"
@@ -222,7 +224,7 @@ class Store:
     def __init__(self, url: str = DEFAULT_STORE_URL):
         self.url = url
         self.engine = make_engine(url)
-        S.metadata.create_all(self.engine)
+        create_schema(self.engine)
 
     @property
     def dialect(self) -> str:
@@ -369,38 +371,10 @@ class Store:
                 **loads(r["snapshot"])}
 
     def accounting(self, pipeline: str) -> list[dict]:
-        """Per topic-partition: offset range read (from the journal) and the five buckets."""
-        ranges: dict[tuple[str, int], list[int]] = {}
-        j = S.journal.c
-        for r in self.rows(select(j.ranges).where(j.pipeline == pipeline)):
-            for tp, rng in loads(r["ranges"]).items():
-                lo, hi = rng[0], rng[1]  # [first, last, content digest]
-                topic, part = tp.rsplit(":", 1)
-                cur = ranges.setdefault((topic, int(part)), [lo, hi])
-                cur[0] = min(cur[0], lo)
-                cur[1] = max(cur[1], hi)
-        buckets: dict[tuple[str, int], dict[str, int]] = {}
-        a = S.archive.c
-        for r in self.rows(select(a.topic, a.partition, a.disposition, func.count().label("n"))
-                           .where(a.pipeline == pipeline)
-                           .group_by(a.topic, a.partition, a.disposition)):
-            buckets.setdefault((r["topic"], r["partition"]), {})[r["disposition"]] = r["n"]
-        q = S.quarantine.c
-        for r in self.rows(select(q.topic, q.partition, func.count().label("n"))
-                           .where(q.pipeline == pipeline).group_by(q.topic, q.partition)):
-            buckets.setdefault((r["topic"], r["partition"]), {})["quarantined"] = r["n"]
-        out = []
-        for tp in sorted(set(ranges) | set(buckets)):
-            lo, hi = ranges.get(tp, [0, -1])
-            b = buckets.get(tp, {})
-            row = {"topic": tp[0], "partition": tp[1], "first_offset": lo, "last_offset": hi,
-                   "read": hi - lo + 1 if hi >= lo else 0}
-            for name in ("accepted", "duplicate", "stale", "quarantined", "routed_to_repair"):
-                row[name] = b.get(name, 0)
-            row["closes"] = row["read"] == sum(row[n] for n in (
-                "accepted", "duplicate", "stale", "quarantined", "routed_to_repair"))
-            out.append(row)
-        return out
+        """Per topic-partition: offset range read (from the journal) and the five buckets
+        (`store.accounting` holds the definition)."""
+        with self.engine.connect() as conn:
+            return source_accounting(conn, pipeline)
 
     def table_counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:
