@@ -14,6 +14,7 @@ import orjson
 from sqlalchemy import Table, create_engine, event, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from ..redaction import connect_url
 from . import schema as S
 from .accounting import source_accounting
 from .bootstrap import create_schema
@@ -46,10 +47,10 @@ def normalize_url(url: str) -> str:
 
 
 def make_engine(url: str) -> Engine:
-    url = normalize_url(url)
+    url = normalize_url(connect_url(url))
     if url.startswith("sqlite"):
         path = url.split("///", 1)[1] if "///" in url else ""
-        if path and path != ":memory:":
+        if path and path != ":memory:" and not path.startswith("file:"):  # not a URI
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": 30})
 
