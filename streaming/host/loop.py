@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..contracts import InvalidRecord, validate
+from ..contracts import InvalidRecord, decode, quarantine_text
 from ..operators.base import Emit, Quarantined
 from ..sources import open_source
 from ..sources.filelog import RawRecord
@@ -43,8 +43,8 @@ class RunResult:
     metrics: dict = field(default_factory=dict)
     backlog: dict | None = None  # the throttle's backlog calculation, when throttled
     backlog_lines: list[str] = field(default_factory=list)
-    # Wall seconds per host stage: decode_validate (contract validation; JSON parsing happens
-    # in the source), operator (the operator plus the host's per-record bookkeeping), sink
+    # Wall seconds per host stage: decode_validate (decoding each line's bytes against its
+    # contract), operator (the operator plus the host's per-record bookkeeping), sink
     # (building and committing each batch), checkpoint. The rest of a run is the source.
     stage_seconds: dict = field(default_factory=lambda: dict.fromkeys(
         ("decode_validate", "operator", "sink", "checkpoint"), 0.0))
@@ -232,14 +232,11 @@ class Worker:
                 self.stream_start = raw.arrival_us
             wm = wms[raw.topic]
             contract = contracts[raw.topic]
-            obj = raw.obj
             t_rec = clock()
             try:
-                if isinstance(obj, Exception):
-                    raise InvalidRecord("malformed_json", str(obj)[:120])
-                if not isinstance(obj, dict):
-                    raise InvalidRecord("not_an_object", type(obj).__name__)
-                rec = validate(contract, obj, raw.partition, raw.offset, len(raw.line))
+                # Straight from the line's bytes: the C decoder builds the struct; only a line
+                # it refuses is parsed generally, to name the defect.
+                rec = decode(contract, raw.line, raw.partition, raw.offset)
             except InvalidRecord as exc:
                 decode_s += clock() - t_rec
                 out.quarantine.append(_quarantined(raw, exc.reason, exc.detail))
@@ -355,8 +352,5 @@ class Worker:
 
 
 def _quarantined(raw: RawRecord, reason: str, detail: str) -> Quarantined:
-    try:
-        text = raw.line.decode("utf-8")
-    except UnicodeDecodeError:
-        text = raw.line.decode("utf-8", "replace")
-    return Quarantined(raw.topic, raw.partition, raw.offset, reason, detail, text)
+    return Quarantined(raw.topic, raw.partition, raw.offset, reason, detail,
+                       quarantine_text(raw.line))
