@@ -77,3 +77,23 @@ def test_ledger_quarantines_amounts_that_would_overflow_a_window(store_url, tmp_
     assert [(r["offset"], r["reason"]) for r in q] == [(0, "out_of_range"), (1, "out_of_range")]
     totals = {(w["account_id"], w["event_hour"]): w["total_cents"] for w in windows(store_url)}
     assert totals[("acct-1", "2026-10-06T10:00Z")] == 700
+
+
+def test_join_quarantines_a_line_with_raw_nul_and_invalid_utf8_and_goes_on(store_url, tmp_path):
+    # PostgreSQL text refuses NUL: the raw line is stored with `\x00` (and invalid UTF-8 as
+    # `\xNN`) so the quarantine insert succeeds and the batch, with its good records, commits.
+    good = orjson.dumps(pay("p-1", M, 0))
+    nul_line = good[:-1] + b',"note":"a\x00b"}'
+    bad_utf8 = b'{"payment_id": "p-\xff"}'
+    src = write_log(tmp_path / "log", {("payments", 0): [nul_line, bad_utf8, pay("p-2", M, 1)],
+                                       ("risk_signals", 0): [sig("s-1", M, 0)]})
+    run_join(src, store_url, end_of_stream=True)
+    q = _store(store_url, lambda s: s.quarantine_rows("join"))
+    assert [(r["topic"], r["offset"], r["reason"]) for r in q] == [
+        ("payments", 0, "malformed_json"), ("payments", 1, "malformed_json")]
+    assert q[0]["raw"] == good[:-1].decode() + ',"note":"a\\x00b"}'
+    assert q[1]["raw"] == '{"payment_id": "p-\\xff"}'
+    acct = _store(store_url, lambda s: s.accounting("join"))
+    assert [(a["topic"], a["read"], a["accepted"], a["quarantined"], a["closes"])
+            for a in acct] == [("payments", 3, 1, 2, True), ("risk_signals", 1, 1, 0, True)]
+    assert pair_set(store_url) == {("p-2", "s-1")}

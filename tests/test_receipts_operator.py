@@ -133,3 +133,36 @@ def test_snapshot_restore_continues_exactly():
         [(f.fact_key, f.payload_hash) for f in w_out.facts]
     assert len({f.logical_key for f in w_out.facts}) == 60
     assert second.wm == POS_INF and second.entries == {}
+
+
+def test_merchant_series_stay_sorted_with_equal_times_late_receipts_and_eviction():
+    # Receipts on whole minutes (many equal times), out of ID and time order, some late, with
+    # the watermark advancing and evicting: every merchant's entries stay sorted by (time, id),
+    # the parallel time and amount series match them, and each scored feature equals a count
+    # and sum over the entries in [t - 7 min, t).
+    import random
+
+    from streaming.operators.receipts import AMOUNT, ID, T, WINDOW_US
+    rng = random.Random(3)
+    op = ReceiptScorer(MODEL)
+    out = Emit()
+    for i in range(900):
+        minute = i // 12 + rng.choice([0, 0, 0, -1, -4, -6, 2])
+        o = rcpt(f"r{rng.randint(0, 10**6):07d}-{i}", rng.choice(["m1", "m2"]), max(minute, 0),
+                 upload=i // 12 + 0.5, cents=rng.randint(1, 900))
+        op.on_record(record(o, 0, i), out)
+        if i % 12 == 11:
+            before = len(out.facts)
+            op.on_watermark("receipts", wm(i // 12 - 2), out)
+            for f in out.facts[before:]:
+                t = parse_utc_us(f.payload["occurred_at"])
+                window = [e for e in op.by_merchant[f.payload["merchant_id"]]
+                          if t - WINDOW_US <= e[T] < t]
+                assert (f.payload["feature_count_7m"], f.payload["feature_amount_7m"]) == \
+                    (len(window), sum(e[AMOUNT] for e in window))
+        for m, lst in op.by_merchant.items():
+            assert [(e[T], e[ID]) for e in lst] == sorted((e[T], e[ID]) for e in lst)
+            assert op._times[m] == [e[T] for e in lst]
+            assert op._amounts[m] == [e[AMOUNT] for e in lst]
+    assert op.counters["evicted"] > 300 and op.counters["scored"] > 300
+    assert op.counters["late_within_tolerance"] > 50

@@ -66,3 +66,32 @@ def test_payload_hash_ignores_arrival_time():
     b = validate(PAYMENT, {**base, "arrival_time": "2026-10-06T11:00:00Z"}, 0, 1, 1)
     c = validate(PAYMENT, {**base, "amount_cents": 6, "arrival_time": "2026-10-06T10:00:01Z"}, 0, 2, 1)
     assert a.payload_hash == b.payload_hash != c.payload_hash
+
+
+def test_only_the_ledger_window_lookup_is_indexed_by_logical_key(store_url):
+    # The facts are indexed by logical key only where a reader needs it: the ledger repair's
+    # newest-window-fact lookup. Its plan uses the partial index, not a scan of all facts.
+    from sqlalchemy import text
+
+    from streaming.repairs.ledger import latest_fact_query
+    store = Store(store_url)
+    try:
+        with store.engine.connect() as conn:
+            sql = str(latest_fact_query("acct-1|2026-10-06T10:00Z").compile(
+                conn, compile_kwargs={"literal_binds": True}))
+            if store.dialect == "sqlite":
+                plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql(
+                    f"EXPLAIN QUERY PLAN {sql}"))
+                idx = {r[0] for r in conn.exec_driver_sql(
+                    "SELECT name FROM sqlite_master WHERE type = 'index' "
+                    "AND tbl_name = 'facts' AND sql IS NOT NULL")}
+            else:
+                conn.execute(text("SET enable_seqscan = off"))
+                plan = " ".join(r[0] for r in conn.exec_driver_sql(f"EXPLAIN {sql}"))
+                idx = {r[0] for r in conn.exec_driver_sql(
+                    "SELECT indexname FROM pg_indexes WHERE tablename = 'facts' "
+                    "AND position(' WHERE ' in indexdef) > 0")}
+    finally:
+        store.dispose()
+    assert "ix_facts_ledger_window" in plan
+    assert idx == {"ix_facts_ledger_window"}

@@ -91,6 +91,12 @@ def parse_line(line: bytes | str) -> dict:
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
+        if isinstance(line, bytes):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise InvalidRecord(R.INVALID_UTF8, f"byte {err.start} is not UTF-8 "
+                                                    f"({err.reason})") from None
         raise InvalidRecord(R.MALFORMED_JSON, str(exc)[:120]) from None
     if not isinstance(obj, dict):
         raise InvalidRecord(R.NOT_AN_OBJECT, type(obj).__name__)

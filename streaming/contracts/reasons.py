@@ -9,6 +9,7 @@ from datetime import datetime
 from . import bounds as B
 
 MALFORMED_JSON = "malformed_json"
+INVALID_UTF8 = "invalid_utf8"
 NOT_AN_OBJECT = "not_an_object"
 UNKNOWN_SCHEMA_VERSION = "unknown_schema_version"
 MISSING_FIELD = "missing_field"
@@ -20,7 +21,7 @@ OUT_OF_RANGE = "out_of_range"
 BAD_ID = "bad_id"
 EVENT_TIME_AFTER_ARRIVAL = "event_time_after_arrival"
 
-CONTRACT_REASONS = (MALFORMED_JSON, NOT_AN_OBJECT, UNKNOWN_SCHEMA_VERSION, MISSING_FIELD,
+CONTRACT_REASONS = (MALFORMED_JSON, INVALID_UTF8, NOT_AN_OBJECT, UNKNOWN_SCHEMA_VERSION, MISSING_FIELD,
                     WRONG_TYPE, NON_INTEGER_CENTS, NAIVE_TIME, UNPARSEABLE_TIME, OUT_OF_RANGE,
                     BAD_ID, EVENT_TIME_AFTER_ARRIVAL)
 

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..contracts import InvalidRecord, validate
-from ..operators.base import Emit, Quarantined, raw_line_text, safe_text
+from ..contracts import InvalidRecord, decode, quarantine_text
+from ..operators.base import Emit, Quarantined, safe_text
 from ..sources import open_source
 from ..sources.filelog import RawRecord
 from ..store.ops import BatchWrite, Store, dumps, now_iso
@@ -44,8 +44,8 @@ class RunResult:
     metrics: dict = field(default_factory=dict)
     backlog: dict | None = None  # the throttle's backlog calculation, when throttled
     backlog_lines: list[str] = field(default_factory=list)
-    # Wall seconds per host stage: decode_validate (contract validation; JSON parsing happens
-    # in the source), operator (the operator plus the host's per-record bookkeeping), sink
+    # Wall seconds per host stage: decode_validate (decoding each line's bytes against its
+    # contract), operator (the operator plus the host's per-record bookkeeping), sink
     # (building and committing each batch), checkpoint. The rest of a run is the source.
     stage_seconds: dict = field(default_factory=lambda: dict.fromkeys(
         ("decode_validate", "operator", "sink", "checkpoint"), 0.0))
@@ -245,16 +245,13 @@ class Worker:
                 self.stream_start = raw.arrival_us
             wm = wms[raw.topic]
             contract = contracts[raw.topic]
-            obj = raw.obj
             t_rec = clock()
             try:
                 if raw.fault is not None:
                     raise InvalidRecord(*raw.fault)
-                if isinstance(obj, Exception):
-                    raise InvalidRecord(*_undecodable(raw.line, obj))
-                if not isinstance(obj, dict):
-                    raise InvalidRecord("not_an_object", type(obj).__name__)
-                rec = validate(contract, obj, raw.partition, raw.offset, len(raw.line))
+                # Straight from the line's bytes: the C decoder builds the struct; only a line
+                # it refuses is parsed generally, to name the defect.
+                rec = decode(contract, raw.line, raw.partition, raw.offset)
             except InvalidRecord as exc:
                 decode_s += clock() - t_rec
                 out.quarantine.append(_quarantined(raw, exc.reason, exc.detail))
@@ -371,16 +368,6 @@ class Worker:
         return metrics_snapshot(self, out)
 
 
-def _undecodable(line: bytes, exc: Exception) -> tuple[str, str]:
-    """Reason and detail for a line that is not JSON: bytes that are not UTF-8 say so."""
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError as err:
-        return "invalid_utf8", f"byte {err.start} is not UTF-8 ({err.reason})"
-    return "malformed_json", str(exc)[:120]
-
-
 def _quarantined(raw: RawRecord, reason: str, detail: str) -> Quarantined:
-    # Text columns cannot hold NUL or bytes that are not UTF-8: those are stored escaped.
     return Quarantined(raw.topic, raw.partition, raw.offset, reason, detail,
-                       raw_line_text(raw.line))
+                       quarantine_text(raw.line))

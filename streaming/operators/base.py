@@ -64,17 +64,6 @@ class QueueEntry:
     detail: dict = field(default_factory=dict)
 
 
-def raw_line_text(line: bytes) -> str:
-    """A source line as quarantine text. Text columns cannot hold every byte (PostgreSQL
-    refuses NUL; bytes that are not UTF-8 are no text at all), so such a line is kept with
-    those bytes escaped as `\\xNN`: readable, and the original bytes are recoverable."""
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError:
-        text = line.decode("utf-8", "backslashreplace")
-    return safe_text(text)
-
-
 def safe_text(text: str) -> str:
     """Text a store column can hold: NUL escaped as `\\x00`."""
     return text.replace("\x00", "\\x00") if "\x00" in text else text

@@ -89,7 +89,12 @@ def window_fact(account: str, hour_us: int, revision: int, status: str, content:
 
 
 class Window:
-    __slots__ = ("account", "hour", "payments", "revision", "content_hash", "status", "total")
+    """One account-hour window: its payments and their aggregates, kept up to date as payments
+    arrive, leave and change category, so publishing a revision costs O(1) rather than a pass
+    over the window (the aggregates always equal `window_content` over `payments`)."""
+
+    __slots__ = ("account", "hour", "payments", "revision", "content_hash", "status",
+                 "total", "risk", "by_cat", "cls")
 
     def __init__(self, account: str, hour: int):
         self.account = account
@@ -98,23 +103,63 @@ class Window:
         self.revision = 0
         self.content_hash = ""
         self.status = "open"
-        self.total = 0  # sum of the payments' amounts (derived, not snapshotted)
+        self.total = 0
+        self.risk = 0
+        self.by_cat: dict[str, int] = {}  # category -> payments (names with none are absent)
+        self.cls: dict[str, tuple[str, bool]] = {}  # payment_id -> (category, high risk)
 
-    def add(self, pid: str, entry: list) -> None:
+    def add(self, pid: str, entry: list, version: list | None) -> None:
+        """Add a payment [revision, merchant, amount, event_us] under its effective version."""
         self.payments[pid] = entry
         self.total += entry[2]
+        self._classify(pid, version)
 
     def remove(self, pid: str) -> None:
         self.total -= self.payments.pop(pid)[2]
+        self._unclassify(pid)
+
+    def reclassify(self, pid: str, version: list | None) -> None:
+        """A category version changed which version holds this payment's event time."""
+        self._unclassify(pid)
+        self._classify(pid, version)
+
+    def _classify(self, pid: str, version: list | None) -> None:
+        if version is None:
+            name, risky = UNCATEGORIZED, False
+        else:
+            name, risky = version[CATEGORY], bool(version[HIGH_RISK])
+        self.cls[pid] = (name, risky)
+        self.by_cat[name] = self.by_cat.get(name, 0) + 1
+        if risky:
+            self.risk += 1
+
+    def _unclassify(self, pid: str) -> None:
+        name, risky = self.cls.pop(pid)
+        n = self.by_cat[name] - 1
+        if n:
+            self.by_cat[name] = n
+        else:
+            del self.by_cat[name]
+        if risky:
+            self.risk -= 1
+
+    def content(self) -> dict:
+        """The same dict `window_content` computes over this window's payments."""
+        return {"account_id": self.account, "event_hour": hour_label(self.hour),
+                "total_cents": self.total, "payment_count": len(self.payments),
+                "risk_count": self.risk, "category_counts": dict(sorted(self.by_cat.items()))}
 
     def dump(self) -> list:
         return [self.account, self.hour, self.payments, self.revision, self.content_hash,
                 self.status]
 
     @classmethod
-    def load(cls, row: list) -> "Window":
+    def load(cls, row: list, cats: CategoryVersions) -> "Window":
+        """A window from its checkpoint row; the aggregates are recomputed from its payments
+        under the restored category versions (they are derived, so not checkpointed)."""
         w = cls(row[0], row[1])
-        w.payments = {k: list(v) for k, v in row[2].items()}
+        for pid, entry in row[2].items():
+            w.add(pid, list(entry), cats.effective(entry[1], entry[3]))
         w.revision, w.content_hash, w.status = row[3], row[4], row[5]
         w.total = sum(p[2] for p in w.payments.values())
         return w
@@ -158,8 +203,7 @@ class LedgerOperator:
         return w
 
     def _emit(self, w: Window, status: str, out: Emit, force: bool = False) -> None:
-        content = window_content(w.account, w.hour,
-                                 ((p[1], p[2], p[3]) for p in w.payments.values()), self.cats)
+        content = w.content()
         h = payload_hash(content)
         if h == w.content_hash and not force:
             return
@@ -233,7 +277,8 @@ class LedgerOperator:
         self.counters["payments_accepted"] += 1
         out.disposition(rec, ACCEPTED)
         w = self._window(account, hour)
-        w.add(rec.id, [rec.revision, merchant, p["amount_cents"], t])
+        w.add(rec.id, [rec.revision, merchant, p["amount_cents"], t],
+              self.cats.effective(merchant, t))
         self._changed(w, out)
 
     def _overflows(self, account: str, hour: int, amount: int, leaving: str | None = None
@@ -284,7 +329,8 @@ class LedgerOperator:
         self.ids[rec.id] = [rec.revision, rec.payload_hash, account, hour, merchant,
                             rec.event_us, LIVE]
         new_w = self._window(account, hour)
-        new_w.add(rec.id, [rec.revision, merchant, rec.payload["amount_cents"], rec.event_us])
+        new_w.add(rec.id, [rec.revision, merchant, rec.payload["amount_cents"], rec.event_us],
+                  self.cats.effective(merchant, rec.event_us))
         self._changed(old_w, out)
         if new_w is not old_w:
             self._changed(new_w, out)
@@ -323,6 +369,9 @@ class LedgerOperator:
             wk = window_logical_key(ident[I_ACCOUNT], ident[I_HOUR])
             w = self.windows.get(wk)
             if w is not None:
+                # A version only changes payments at or after its start (`before` holds them
+                # all), so updating these keeps the window's aggregates exact.
+                w.reclassify(pid, e)
                 open_changed[wk] = w
             else:
                 final_changed[(ident[I_ACCOUNT], ident[I_HOUR])] = None
@@ -397,7 +446,7 @@ class LedgerOperator:
         self._due_provisional = []
         self._due_final = []
         for row in snap["windows"]:
-            w = Window.load(row)
+            w = Window.load(row, self.cats)
             k = window_logical_key(w.account, w.hour)
             self.windows[k] = w
             if w.revision == 0:

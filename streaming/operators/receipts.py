@@ -22,7 +22,7 @@ whatever the registry's pointer says by then."""
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, insort
+from bisect import bisect_left
 
 from ..contracts import Record, payload_hash
 from ..models.registry import Model
@@ -95,6 +95,10 @@ class ReceiptScorer:
         self.tolerance = tolerance_us
         self.wm = NEG_INF
         self.by_merchant: dict[str, list[list]] = {}  # sorted by (t, id)
+        # Beside each merchant's entries, in the same order: their times and amounts, so the
+        # window lookups bisect plain ints and sum a slice in C (derived, not checkpointed).
+        self._times: dict[str, list[int]] = {}
+        self._amounts: dict[str, list[int]] = {}
         self.entries: dict[str, list] = {}  # receipt_id -> entry (also in by_merchant)
         self.merchant_of: dict[str, str] = {}
         # receipt_id -> [payload_hash, occurred_us] for duplicate detection
@@ -179,10 +183,17 @@ class ReceiptScorer:
         self._track_peak()
 
     def _insert(self, rec: Record, state: int) -> list:
-        e = [rec.event_us, rec.id, rec.payload["amount_cents"], rec.payload["store_id"], 0, 0,
-             0, None, state]
+        t, rid, amount = rec.event_us, rec.id, rec.payload["amount_cents"]
+        e = [t, rid, amount, rec.payload["store_id"], 0, 0, 0, None, state]
         lst = self.by_merchant.setdefault(rec.key, [])
-        insort(lst, e, key=lambda x: (x[T], x[ID]))
+        times = self._times.setdefault(rec.key, [])
+        # After every entry <= (t, id): equal times are rare, so they are walked.
+        i = bisect_left(times, t)
+        while i < len(times) and times[i] == t and lst[i][ID] <= rid:
+            i += 1
+        lst.insert(i, e)
+        times.insert(i, t)
+        self._amounts.setdefault(rec.key, []).insert(i, amount)
         self.entries[rec.id] = e
         self.merchant_of[rec.id] = rec.key
         heapq.heappush(self._evict, (rec.event_us, rec.key, rec.id))
@@ -213,13 +224,12 @@ class ReceiptScorer:
         return False
 
     def _features(self, merchant: str, t: int) -> tuple[int, int]:
-        lst = self.by_merchant.get(merchant, ())
-        lo = bisect_left(lst, t - WINDOW_US, key=lambda x: x[T])
-        hi = bisect_left(lst, t, key=lambda x: x[T])
-        amt = 0
-        for i in range(lo, hi):
-            amt += lst[i][AMOUNT]
-        return hi - lo, amt
+        times = self._times.get(merchant)
+        if not times:
+            return 0, 0
+        lo = bisect_left(times, t - WINDOW_US)
+        hi = bisect_left(times, t, lo)
+        return hi - lo, sum(self._amounts[merchant][lo:hi])
 
     def _score(self, e: list, merchant: str, out: Emit) -> None:
         cnt, amt = self._features(merchant, e[T])
@@ -234,7 +244,7 @@ class ReceiptScorer:
     def _rescore_after(self, merchant: str, t: int, cause: str, out: Emit) -> None:
         """Rescore scored receipts in (t, t + 7 min] whose features the receipt at t changed."""
         lst = self.by_merchant.get(merchant, ())
-        i = bisect_left(lst, t + 1, key=lambda x: x[T])
+        i = bisect_left(self._times.get(merchant, ()), t + 1)
         while i < len(lst) and lst[i][T] <= t + WINDOW_US:
             e = lst[i]
             i += 1
@@ -273,10 +283,13 @@ class ReceiptScorer:
             if e is None:
                 continue
             lst = self.by_merchant[merchant]
-            j = bisect_left(lst, (t, rid), key=lambda x: (x[T], x[ID]))
-            del lst[j]
+            times = self._times[merchant]
+            j = bisect_left(times, t)
+            while lst[j][ID] != rid:  # among equal times
+                j += 1
+            del lst[j], times[j], self._amounts[merchant][j]
             if not lst:
-                del self.by_merchant[merchant]
+                del self.by_merchant[merchant], self._times[merchant], self._amounts[merchant]
             del self.merchant_of[rid]
             self.counters["evicted"] += 1
         idh = self._id_evict
@@ -310,6 +323,8 @@ class ReceiptScorer:
         self.tolerance = snap["tolerance_us"]
         self.wm = snap["wm"]
         self.by_merchant = {k: [list(e) for e in v] for k, v in snap["merchants"].items()}
+        self._times = {k: [e[T] for e in v] for k, v in self.by_merchant.items()}
+        self._amounts = {k: [e[AMOUNT] for e in v] for k, v in self.by_merchant.items()}
         self.entries = {}
         self.merchant_of = {}
         self._evict = []

@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass
 
 import orjson
-from sqlalchemy import select, update
+from sqlalchemy import literal_column, select, update
 
 from ..contracts import canonical_hash, payload_hash
 from ..gates import HOLD_BLOCKED, hold_reason
@@ -233,11 +233,17 @@ def _payments_watermark(store: Store) -> int:
     return snap.get("input_wm", {}).get(PAYMENTS, NEG_INF)
 
 
-def _latest_fact(conn, logical_key: str) -> dict | None:
+def latest_fact_query(logical_key: str):
+    """The newest window fact of a logical key. The constants are literal so the planner can
+    match the partial index ix_facts_ledger_window (a bound parameter would not prove it)."""
     f = S.facts.c
-    row = conn.execute(select(S.facts).where(
-        f.pipeline == PIPELINE, f.kind == "window", f.logical_key == logical_key)
-        .order_by(f.id.desc()).limit(1)).mappings().first()
+    return select(S.facts).where(
+        f.pipeline == literal_column(f"'{PIPELINE}'"), f.kind == literal_column("'window'"),
+        f.logical_key == logical_key).order_by(f.id.desc()).limit(1)
+
+
+def _latest_fact(conn, logical_key: str) -> dict | None:
+    row = conn.execute(latest_fact_query(logical_key)).mappings().first()
     return dict(row) if row else None
 
 
