@@ -90,7 +90,7 @@ def test_join_quarantines_a_line_with_raw_nul_and_invalid_utf8_and_goes_on(store
     run_join(src, store_url, end_of_stream=True)
     q = _store(store_url, lambda s: s.quarantine_rows("join"))
     assert [(r["topic"], r["offset"], r["reason"]) for r in q] == [
-        ("payments", 0, "malformed_json"), ("payments", 1, "malformed_json")]
+        ("payments", 0, "malformed_json"), ("payments", 1, "invalid_utf8")]
     assert q[0]["raw"] == good[:-1].decode() + ',"note":"a\\x00b"}'
     assert q[1]["raw"] == '{"payment_id": "p-\\xff"}'
     acct = _store(store_url, lambda s: s.accounting("join"))
