@@ -83,3 +83,30 @@ def test_repair_after_two_workers_equals_repair_after_one(pipeline, pg_url, sqli
         assert state["workers"] == ["receipts@0/2", "receipts@1/2"]
         assert state["checkpoint_id"] in {w.checkpoint["id"] for w in workers}
         assert state["watermark"] is not None
+
+
+def test_join_rebuild_watermarks_are_the_minimum_over_workers(pg_url, tmp_path):
+    need_service("NATS", NATS_HOST, NATS_PORT)
+    need_service("PostgreSQL", "127.0.0.1", 5432)
+    from streaming.join_rebuild import live_watermarks
+    from streaming.sources.nats_publish import delete_stream
+    rec = tmp_path / "rec"
+    cli("join", "generate", "--seed", "11", "--out", str(rec))
+    url = new_stream_url("workers")
+    try:
+        publish(str(rec), url, "--pipeline", "join", "--partitions", "4")
+        for i in range(2):
+            cli("join", "run", "--source", url, "--store", pg_url, "--follow",
+                "--end-of-stream", "--quiet", "--worker", f"{i}/2")
+    finally:
+        delete_stream(url)
+    st = Store(pg_url)
+    try:
+        workers = progress(st, "join")
+        got = live_watermarks(st)
+    finally:
+        st.dispose()
+    assert len(workers) == 2
+    for topic in ("payments", "risk_signals"):
+        marks = [w.metrics["input_wm"][topic] for w in workers]
+        assert got[topic] == min(marks) and got[topic] is not None
