@@ -1,23 +1,30 @@
 """An aggregate that would leave the signed 64-bit range is never published and never stops a
-run: the record that would push it out is routed to repair (ledger) or reconciliation
-(receipts) with the reason `aggregate_overflow`, and the repair paths hold it there."""
+run. Two fences: the contracts bound `amount_cents` (|cents| <= 10^12, docs/contracts.md), so a
+record big enough to overflow is quarantined as `out_of_range` at the door; and the operators
+still check every sum, routing a record that would push one out of range to repair (ledger) or
+reconciliation (receipts) with the reason `aggregate_overflow`, should a bound ever be widened.
+The second fence is driven below with records that bypass the contract."""
 
 from __future__ import annotations
 
 import os
 
+import msgspec
 import orjson
 from sqlalchemy import select
 
-from streaming.repairs.ledger import run_ledger_repairs
-from streaming.repairs.receipts import run_receipt_reconciliation
+from streaming.operators.base import ACCEPTED, AGGREGATE_OVERFLOW, ROUTED, Emit
+from streaming.operators.ledger import REPAIR_TABLE
+from streaming.operators.receipts import ReceiptScorer
+from streaming.models.registry import INITIAL_ARTIFACT, Model
 from streaming.store import schema as S
 from streaming.store.ops import Store
-from streaming.store.tables_ledger import ledger_repair_requests as RR
 
 from .joinutil import pay
-from .ledgerutil import TEST_KEY, run_ledger
+from .ledgerutil import Driver, run_ledger
+from .ledgerutil import rec as ledger_record
 from .receiptsutil import rcpt, run_scorer, with_store
+from .receiptsutil import record as receipt_record
 from .receiptsutil import write_log as write_receipts
 
 BIG = 2**63 - 1
@@ -29,7 +36,16 @@ def _dispositions(store: Store, pipeline: str) -> dict[str, str]:
         select(a.event_id, a.disposition).where(a.pipeline == pipeline))}
 
 
-def test_ledger_window_total_beyond_int64_is_routed_and_held(tmp_path, store_url):
+def _quarantined(store: Store, pipeline: str) -> list[tuple[int, str]]:
+    return sorted((q["offset"], q["reason"]) for q in store.quarantine_rows(pipeline))
+
+
+def _with_cents(rec, cents: int):
+    return msgspec.structs.replace(rec, payload={**rec.payload, "amount_cents": cents})
+
+
+def test_ledger_amounts_beyond_the_bound_are_quarantined_and_the_run_goes_on(tmp_path,
+                                                                             store_url):
     root = tmp_path / "log"
     os.makedirs(root / "payments")
     os.makedirs(root / "merchant_categories")
@@ -41,54 +57,62 @@ def test_ledger_window_total_beyond_int64_is_routed_and_held(tmp_path, store_url
     assert res.records == 4
     store = Store(store_url)
     try:
-        assert _dispositions(store, "ledger") == {
-            "p1": "accepted", "p2": "routed_to_repair", "p3": "accepted", "p4": "accepted"}
-        windows = {}
+        assert _quarantined(store, "ledger") == [(0, "out_of_range"), (1, "out_of_range")]
+        assert _dispositions(store, "ledger") == {"p3": "accepted", "p4": "accepted"}
+        totals = {}
         for f in store.facts("ledger"):
             p = orjson.loads(f["payload"])
-            windows[(p["account_id"], p["revision"])] = p["total_cents"]
-        assert windows[("acct-1", max(r for a, r in windows if a == "acct-1"))] == BIG - 7
-        assert windows[("acct-2", 1)] == 250
-        reqs = store.rows(select(RR))
-        assert [(r["subject_id"], r["reason"]) for r in reqs] == [("p2", "aggregate_overflow")]
+            totals[(p["account_id"], p["revision"])] = p["total_cents"]
+        assert totals[("acct-1", max(r for a, r in totals if a == "acct-1"))] == -7
+        assert totals[("acct-2", 1)] == 250
         assert all(r["closes"] for r in store.accounting("ledger"))
-        summary = run_ledger_repairs(store, TEST_KEY)
-        assert summary["published"] == []
-        assert [h["reason"].split(":")[0] for h in summary["held"]] == ["aggregate_overflow"]
-        (req,) = store.rows(select(RR))
-        assert req["status"] == "held" and "64-bit range" in req["status_reason"]
     finally:
         store.dispose()
 
 
-def test_receipt_feature_sum_beyond_int64_goes_to_reconciliation_and_is_held(tmp_path,
-                                                                            store_url):
+def test_ledger_operator_routes_the_payment_that_would_overflow_its_window():
+    d = Driver()
+    outs = []
+    for i, (pid, minute, cents) in enumerate([("p1", 1, BIG), ("p2", 3, BIG), ("p3", 5, -7)]):
+        r = _with_cents(ledger_record(pay(pid, "m1", minute), 0, i), cents)
+        out = Emit()
+        d.op.on_record(r, out)
+        outs.append(out)
+    assert [[disp for _, disp in o.dispositions] for o in outs] == [
+        [ACCEPTED], [ROUTED], [ACCEPTED]]
+    (req,) = outs[1].extra[REPAIR_TABLE]
+    assert req["subject_id"] == "p2" and req["reason"] == AGGREGATE_OVERFLOW
+
+
+def test_receipt_amounts_beyond_the_bound_are_quarantined_and_the_run_goes_on(tmp_path,
+                                                                              store_url):
     src = write_receipts(tmp_path / "log", {0: [
         rcpt("r1", "m1", 0, cents=BIG), rcpt("r2", "m1", 3, cents=BIG),
         rcpt("r3", "m1", 6, cents=5), rcpt("r4", "m2", 4, cents=10),
         rcpt("r5", "m1", 9, cents=1)]})
-    models = tmp_path / "models"
-    res = run_scorer(src, store_url, models, end_of_stream=True)
+    res = run_scorer(src, store_url, tmp_path / "models", end_of_stream=True)
     assert res.records == 5
 
     def check(store: Store):
-        # r2's own window holds r1 only; r3's would hold r1 + r2: r3 is the one routed.
+        assert _quarantined(store, "receipts") == [(0, "out_of_range"), (1, "out_of_range")]
         assert _dispositions(store, "receipts") == {
-            "r1": "accepted", "r2": "accepted", "r3": "routed_to_repair", "r4": "accepted",
-            "r5": "accepted"}
+            "r3": "accepted", "r4": "accepted", "r5": "accepted"}
         decisions = {}
         for f in store.facts("receipts"):
             p = orjson.loads(f["payload"])
             decisions[p["receipt_id"]] = (p["feature_count_7m"], p["feature_amount_7m"])
-        # r5 reads [2 min, 9 min): r2 only, since r3 joined no state.
-        assert decisions == {"r1": (0, 0), "r2": (1, BIG), "r4": (0, 0), "r5": (1, BIG)}
-        queue = store.queue("receipts")
-        assert [(e["event_id"], e["reason"]) for e in queue] == [("r3", "aggregate_overflow")]
+        assert decisions == {"r3": (0, 0), "r4": (0, 0), "r5": (1, 5)}
         assert all(r["closes"] for r in store.accounting("receipts"))
-        summary = run_receipt_reconciliation(store, model_dir=str(models))
-        assert summary["repaired"] == [] and summary["rescored"] == []
-        (entry,) = store.queue("receipts")
-        assert entry["status"] == "held" and entry["status_reason"].startswith(
-            "aggregate_overflow")
 
     with_store(store_url, check)
+
+
+def test_receipt_operator_routes_the_receipt_whose_window_would_overflow():
+    op = ReceiptScorer(Model.from_artifact(INITIAL_ARTIFACT))
+    out = Emit()
+    for i, (rid, minute, cents) in enumerate([("r1", 0, BIG), ("r2", 3, BIG), ("r3", 6, 5)]):
+        op.on_record(_with_cents(receipt_record(rcpt(rid, "m1", minute), 0, i), cents), out)
+    disp = {rec.id: d for rec, d in out.dispositions}
+    # r2's own window holds r1 only; r3's would hold r1 + r2: r3 is the one routed.
+    assert disp == {"r1": ACCEPTED, "r2": ACCEPTED, "r3": ROUTED}
+    assert [(e.event_id, e.reason) for e in out.queue] == [("r3", AGGREGATE_OVERFLOW)]

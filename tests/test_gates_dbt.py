@@ -51,7 +51,7 @@ def test_release_gates_fail_on_an_empty_store(tmp_path):
 
 
 def test_open_sink_exception_fails_the_release_gates_until_resolved(seed_dir, tmp_path):
-    from types import SimpleNamespace
+    from streaming.operators.base import Fact
 
     from streaming.gates import resolve
     from streaming.store.ops import write_facts
@@ -61,7 +61,7 @@ def test_open_sink_exception_fails_the_release_gates_until_resolved(seed_dir, tm
     live_seed(seed_dir[0], url)
     store = Store(url)
     f = store.facts("join", "pair")[0]
-    clash = SimpleNamespace(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
+    clash = Fact(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
                             status=f["status"], payload_hash="d" * 64, payload={"x": 1},
                             payload_json=None,
                             predecessor_key=None)

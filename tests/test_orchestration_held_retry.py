@@ -6,7 +6,7 @@ and `repair run` says so with both times."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from streaming.operators.base import Fact
 
 import pytest
 from click.testing import CliRunner
@@ -57,7 +57,7 @@ def _run(env, req):
 def _join_sink_exception(store) -> str:
     """A second writer rewrites one committed join fact with other content."""
     f = store.facts("join", "outcome")[0]
-    clash = SimpleNamespace(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
+    clash = Fact(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
                             status=f["status"], payload_hash="f" * 64,
                             payload={"rewritten": True}, payload_json=None,
                             predecessor_key=None)
