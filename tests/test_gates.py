@@ -173,8 +173,7 @@ def test_rescore_refuses_while_a_sink_exception_is_open(store_url, tmp_path):
         f = store.facts("receipts")[0]
         fact = Fact(fact_key=f["fact_key"], kind=f["kind"],
                                logical_key=f["logical_key"], status=f["status"],
-                               payload_hash="c" * 64, payload={"x": 1}, payload_json=None,
-                               predecessor_key=None)
+                               payload_hash="c" * 64, payload={"x": 1}, predecessor_key=None)
         with store.engine.begin() as conn:
             return write_facts(conn, "receipts", [fact], None).rejected
     assert with_store(store_url, clash) == 1

@@ -63,7 +63,6 @@ def test_open_sink_exception_fails_the_release_gates_until_resolved(seed_dir, tm
     f = store.facts("join", "pair")[0]
     clash = Fact(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
                             status=f["status"], payload_hash="d" * 64, payload={"x": 1},
-                            payload_json=None,
                             predecessor_key=None)
     with store.engine.begin() as conn:
         assert write_facts(conn, "join", [clash], None).rejected == 1

@@ -217,8 +217,7 @@ def test_open_ledger_blocker_holds_the_repair_and_a_never_run_ledger_fails(sourc
         f = store.facts("ledger", "window")[0]
         clash = Fact(fact_key=f["fact_key"], kind=f["kind"],
                                 logical_key=f["logical_key"], status=f["status"],
-                                payload_hash="e" * 64, payload={"x": 1}, payload_json=None,
-                                predecessor_key=None)
+                                payload_hash="e" * 64, payload={"x": 1}, predecessor_key=None)
         with store.engine.begin() as conn:
             assert write_facts(conn, "ledger", [clash], None).rejected == 1
     finally:

@@ -29,7 +29,7 @@ def test_ledger_repair_job_holds_on_an_open_sink_exception(tmp_path, monkeypatch
     f = store.facts("ledger", "window")[0]
     clash = Fact(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
                             status=f["status"], payload_hash="b" * 64, payload={"x": 1},
-                            payload_json=None, predecessor_key=None)
+                            predecessor_key=None)
     with store.engine.begin() as conn:
         assert write_facts(conn, "ledger", [clash], None).rejected == 1
     job = build_defs(resources(url, str(tmp_path / "wh.duckdb"))).get_job_def("ledger_repair")

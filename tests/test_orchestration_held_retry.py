@@ -59,8 +59,7 @@ def _join_sink_exception(store) -> str:
     f = store.facts("join", "outcome")[0]
     clash = Fact(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
                             status=f["status"], payload_hash="f" * 64,
-                            payload={"rewritten": True}, payload_json=None,
-                            predecessor_key=None)
+                            payload={"rewritten": True}, predecessor_key=None)
     with store.engine.begin() as conn:
         res = write_facts(conn, "join", [clash], None)
     assert res.rejected == 1
