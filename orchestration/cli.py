@@ -19,18 +19,20 @@ def run_rebuild(merchant: str, start: str, end: str, store_url: str | None = Non
                 warehouse_path: str | None = None, instance=None):
     """Validate, then execute `rebuild_interval` in-process; returns (request, result, the
     run's tags as stored, including the generation tag the run adds)."""
-    from streaming.store.ops import Store
+    from streaming.store.presence import open_existing
 
-    from .definitions import build_defs
-    from .jobs import manual_run_config
     from .rebuild_request import validate
-    from .repair import resources_for
-    res = resources_for(store_url, warehouse_path)
-    store = Store(res["store"].resolved_url())
+    from .resources import StoreResource
+    # The store is looked at before the job definitions (and the dbt manifest) load.
+    store = open_existing(StoreResource(url=store_url).resolved_url())
     try:
         req = validate(store, merchant, start, end)
     finally:
         store.dispose()
+    from .definitions import build_defs
+    from .jobs import manual_run_config
+    from .repair import resources_for
+    res = resources_for(store_url, warehouse_path)
     own = instance is None
     instance = instance or _instance()
     try:
@@ -76,12 +78,17 @@ def failure_line(result) -> str:
 def rebuild(merchant, start, end, store_url, warehouse_path):
     """Rebuild one merchant interval through the `rebuild_interval` job, in-process: the
     candidate is validated by the blocking checks and published only if they pass."""
+    from streaming.store.presence import StoreMissing
+
     from .rebuild_request import RebuildRefused
     try:
         req, result, tags = run_rebuild(merchant, start, end, store_url, warehouse_path)
     except RebuildRefused as exc:
         click.echo(f"rebuild refused: {exc}", err=True)
         raise SystemExit(2) from None
+    except StoreMissing as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(exc.exit_code) from None
     gen = tags.get("riskstream/generation", "(none built)")
     if result.success:
         click.echo(f"rebuild {req.merchant} [{req.start}, {req.end}]: generation {gen} "

@@ -19,6 +19,7 @@ from dagster import ConfigurableResource
 from dagster_dbt import DbtCliResource, DbtProject
 
 from streaming.store.ops import DEFAULT_STORE_URL, Store
+from streaming.store.presence import open_existing
 
 from .paths import warehouse_path
 
@@ -46,7 +47,9 @@ class StoreResource(ConfigurableResource):
         return self.url or os.environ.get("RISKSTREAM_STORE_URL", DEFAULT_STORE_URL)
 
     def open(self) -> Store:
-        return Store(self.resolved_url())
+        """The store a pipeline has written; a missing or uninitialized one is refused
+        (`StoreMissing`, nothing created), as the command line's read commands do."""
+        return open_existing(self.resolved_url())
 
     @contextmanager
     def session(self) -> Iterator[Store]:

@@ -16,6 +16,7 @@ from sqlalchemy import select
 from streaming.join_held import held_entry_sets, retry_cause
 from streaming.join_rebuild import entry_sets
 from streaming.store import schema as S
+from streaming.store.presence import StoreMissing
 from streaming.store.tables_ledger import ledger_repair_requests
 
 from .jobs import ledger_repair, rebuild_run_config, receipt_repair, replay_rebuild
@@ -47,9 +48,12 @@ def plan_requests(sets, cursor: int):
         description="Turns pending replay-queue entry sets into replay_rebuild runs.")
 def replay_queue_sensor(context: SensorEvaluationContext, store: StoreResource):
     cursor = int(context.cursor or 0)
-    with store.session() as st:
-        sets = entry_sets(st)
-        held = [(h, retry_cause(st, h)) for h in held_entry_sets(st)]
+    try:
+        with store.session() as st:
+            sets = entry_sets(st)
+            held = [(h, retry_cause(st, h)) for h in held_entry_sets(st)]
+    except StoreMissing as exc:
+        return _no_store(exc)
     requests, new_cursor = plan_requests(sets, cursor)
     requests += plan_retries(held)
     if not requests:
@@ -57,6 +61,11 @@ def replay_queue_sensor(context: SensorEvaluationContext, store: StoreResource):
         return SkipReason(f"no pending entry set beyond queue entry {cursor}"
                           + (f"; held until their cause is gone: {waiting}" if waiting else ""))
     return SensorResult(run_requests=requests, cursor=str(new_cursor))
+
+
+def _no_store(exc: StoreMissing) -> SkipReason:
+    """Before the first pipeline run there is no store: a sensor waits (nothing is created)."""
+    return SkipReason(f"{exc}; waiting for a pipeline run to create it")
 
 
 def _tag(text: str) -> str:
@@ -105,13 +114,19 @@ def _pending_sensor_result(context, prefix: str, ids: list):
         default_status=default_sensor_status(),
         description="Pending signed ledger repair requests -> a ledger_repair run.")
 def ledger_repair_sensor(context: SensorEvaluationContext, store: StoreResource):
-    with store.session() as st:
-        return _pending_sensor_result(context, "ledger", pending_ledger_requests(st))
+    try:
+        with store.session() as st:
+            return _pending_sensor_result(context, "ledger", pending_ledger_requests(st))
+    except StoreMissing as exc:
+        return _no_store(exc)
 
 
 @sensor(job=receipt_repair, minimum_interval_seconds=30,
         default_status=default_sensor_status(),
         description="Pending receipt reconciliation records -> a receipt_repair run.")
 def receipt_repair_sensor(context: SensorEvaluationContext, store: StoreResource):
-    with store.session() as st:
-        return _pending_sensor_result(context, "receipts", pending_receipt_records(st))
+    try:
+        with store.session() as st:
+            return _pending_sensor_result(context, "receipts", pending_receipt_records(st))
+    except StoreMissing as exc:
+        return _no_store(exc)

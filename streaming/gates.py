@@ -52,8 +52,9 @@ class Blocker:
 
 
 def pipeline_ran(store: Store, pipeline: str) -> bool:
-    """True once the pipeline committed at least one batch."""
-    return store.last_journal_seq(pipeline) > 0
+    """True once the pipeline (any of its workers) committed at least one batch."""
+    from .workers import ran
+    return ran(store, pipeline)
 
 
 def _decisions(store: Store, pipeline: str | None) -> dict[tuple[str, str], dict]:

@@ -187,10 +187,16 @@ def generation_id_for(pieces: list[Piece], entry_ids: list[int], based_on: list[
 
 # ---------------------------------------------------------------------------- watermarks
 def live_watermarks(store: Store, pipeline: str = PIPELINE) -> dict[str, int | None]:
-    """Input watermarks of the latest committed batch (the checkpoint's metrics row)."""
-    snap = store.last_metrics(pipeline) or {}
-    wm = snap.get("input_wm") or {}
-    return {PAYMENTS: wm.get(PAYMENTS), SIGNALS: wm.get(SIGNALS)}
+    """Input watermarks of the latest committed batch (the checkpoint's metrics row); with
+    scaled-out workers the minimum over them, None while any worker has none."""
+    from .workers import progress
+    out: dict[str, int | None] = {PAYMENTS: None, SIGNALS: None}
+    snaps = [(w.metrics or {}).get("input_wm") or {} for w in progress(store, pipeline)]
+    for topic in out:
+        marks = [wm.get(topic) for wm in snaps]
+        if marks and None not in marks:
+            out[topic] = min(marks)
+    return out
 
 
 def check_watermarks(store: Store, pieces: list[Piece], pipeline: str = PIPELINE) -> None:

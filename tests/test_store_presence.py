@@ -101,3 +101,48 @@ def test_shown_url_hides_the_whole_password():
     assert shown_url("postgresql://u:p@ss@SECRET@127.0.0.1:5432/db") == \
         "postgresql://***@127.0.0.1:5432/db"
     assert shown_url("sqlite:///a@b/ops.sqlite") == "sqlite:///a@b/ops.sqlite"
+
+
+def test_dagster_store_resource_refuses_a_missing_store(tmp_path):
+    from orchestration.resources import StoreResource
+    path = tmp_path / "absent" / "ops.sqlite"
+    with pytest.raises(StoreMissing, match=f"no riskstream store at sqlite:///{path}"):
+        StoreResource(url=f"sqlite:///{path}").open()
+    assert not path.parent.exists()
+
+
+def test_dagster_store_resource_refuses_an_empty_postgres_database(pg_url):
+    from orchestration.resources import StoreResource
+    with pytest.raises(StoreMissing, match="no riskstream store at"):
+        with StoreResource(url=pg_url).session():
+            pass
+    engine = create_engine(normalize_url(pg_url))
+    try:
+        with engine.connect() as conn:
+            assert inspect(conn).get_table_names() == []
+    finally:
+        engine.dispose()
+
+
+def test_rebuild_command_refuses_a_missing_store(tmp_path):
+    from orchestration.cli import rebuild
+    path = tmp_path / "absent" / "ops.sqlite"
+    res = CliRunner().invoke(rebuild, ["--merchant", "m1", "--from", "2026-10-06T09:00:00Z",
+                                       "--to", "2026-10-06T10:00:00Z", "--store",
+                                       f"sqlite:///{path}", "--warehouse",
+                                       str(tmp_path / "wh.duckdb")])
+    assert res.exit_code == STORE_MISSING_EXIT, res.output
+    assert f"error: no riskstream store at sqlite:///{path}" in res.output
+    assert not path.parent.exists() and not (tmp_path / "wh.duckdb").exists()
+
+
+def test_repair_sensor_waits_for_a_missing_store(tmp_path):
+    from dagster import SkipReason, build_sensor_context
+
+    from orchestration.resources import StoreResource
+    from orchestration.sensors import ledger_repair_sensor
+    path = tmp_path / "ops.sqlite"
+    result = ledger_repair_sensor(build_sensor_context(
+        resources={"store": StoreResource(url=f"sqlite:///{path}")}))
+    assert isinstance(result, SkipReason) and "no riskstream store at" in result.skip_message
+    assert not path.exists()

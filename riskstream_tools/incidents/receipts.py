@@ -25,6 +25,7 @@ from streaming.pipelines.receipts_release import (active, decision_facts, receip
 from streaming.store import schema as S
 from streaming.store.ops import Store, loads
 from streaming.timeutil import US_PER_MIN, us_to_iso
+from streaming.workers import progress
 
 from .receipts_reference import reference_check, render_lines
 
@@ -89,9 +90,13 @@ def incident_packet(store: Store) -> dict:
         t = times.get(row["partition"], {})
         ranges.append({**row, **{k: us_to_iso(t.get(k)) for k in (
             "first_occurred", "last_occurred", "first_uploaded", "last_uploaded")}})
-    ck = store.latest_checkpoint(PIPELINE)
+    # Scaled-out workers checkpoint under `receipts@I/N`: the report shows the worker that is
+    # furthest behind (the pipeline's watermark is the minimum over them).
+    workers = progress(store, PIPELINE)
+    behind = min(workers, key=lambda w: (w.covered, w.key)) if workers else None
+    ck = behind.checkpoint if behind else None
     meta = loads(ck["meta"]) if ck else {}
-    last = store.last_metrics(PIPELINE) or {}
+    last = (behind.metrics if behind else None) or {}
     st = last.get("state", {})
     runs = store.rows(select(S.runs).where(S.runs.c.pipeline == PIPELINE).order_by(S.runs.c.id))
     recovery = []
@@ -122,11 +127,14 @@ def incident_packet(store: Store) -> dict:
         "input_ranges": ranges,
         "state": {"checkpoint_id": ck["id"] if ck else None,
                   "journal_seq": ck["journal_seq"] if ck else None,
-                  "last_journal_seq": store.last_journal_seq(PIPELINE),
+                  "last_journal_seq": behind.last_journal_seq if behind else 0,
+                  "workers": [w.key for w in workers],
                   "state_schema": ck["state_schema"] if ck else None,
                   "serializer": ck["serializer"] if ck else None,
                   "code_revision": meta.get("code_revision"),
-                  "watermark": meta.get("watermarks", {}).get("receipts"),
+                  "watermark": min((m for m in (loads(w.checkpoint["meta"]).get(
+                      "watermarks", {}).get("receipts") for w in workers if w.checkpoint)
+                                    if m), default=None),
                   "reference_versions": meta.get("reference_versions", {}),
                   "state_records": st.get("state_records"),
                   "pending_unscored": st.get("pending")},

@@ -32,8 +32,9 @@ class SourceLocation(click.ParamType):
         if isinstance(value, str) and value.startswith("nats://"):
             return value
         if not os.path.isdir(value):
-            self.fail(f"{value!r} is neither a file-log directory nor a nats:// location",
-                      param, ctx)
+            # A source that cannot be opened, not a usage error: the same exit as every other.
+            fail(f"source {value!r} is neither a file-log directory nor a nats:// location",
+                 SOURCE_UNAVAILABLE_EXIT)
         return value
 
 

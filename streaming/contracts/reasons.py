@@ -37,6 +37,10 @@ def reason_for(kind: str, message: str, value: object = None) -> str:
         return UNKNOWN_SCHEMA_VERSION
     if message.startswith("Number out of range"):
         return OUT_OF_RANGE
+    if kind in (B.REVISION, B.CENTS) and isinstance(value, float) and abs(value) >= 2.0**63:
+        # A JSON reader hands an integer literal past 64 bits over as a float: whatever its
+        # spelling, a number that large is outside the bounds, not a type slip.
+        return OUT_OF_RANGE
     bound = _BOUND.match(message)
     if kind in (B.ID, B.LABEL):
         if "of length <=" in message or "matching regex" in message:

@@ -38,6 +38,7 @@ from ..sources.filelog import RawRecord
 from ..store import schema as S
 from ..store.lease import Lease
 from ..store.ops import BatchWrite, Store
+from .journal import verify_journal
 from .loop import RunResult, Worker
 from .settings import PipelineSpec, RunSettings
 
@@ -248,13 +249,17 @@ class FollowWorker(Worker):
 
     # -- the loop ----------------------------------------------------------------------------
     def _run_loop(self, t0: float) -> RunResult:
+        # A journaled batch whose lines were rewritten is refused before anything is written
+        # (no run row, no prepared state), as in a bounded run.
+        journal = list(self.store.journal_after(self.spec.name, self.seq))
+        verify_journal(journal, self.source, self.positions)
         if self.spec.prepare is not None:
             self.spec.prepare(self.op, self.store)
         run_id = self.store.start_run(self.spec.name, {**self.settings.describe(),
                                                        **self.follow.describe()})
         self.source_head_us = self._source_head()
         self.replaying = True
-        for entry in self.store.journal_after(self.spec.name, self.seq):
+        for entry in journal:
             self._replay_entry(entry)
             self.result.replayed_batches += 1
         self.replaying = False

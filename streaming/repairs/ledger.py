@@ -40,7 +40,8 @@ from ..store import schema as S
 from ..store.ops import Store, now_iso, write_facts
 from ..store.tables_ledger import ledger_repair_attempts as RA
 from ..store.tables_ledger import ledger_repair_requests as RR
-from ..timeutil import NEG_INF, US_PER_HOUR, parse_utc_us
+from ..timeutil import US_PER_HOUR, parse_utc_us
+from ..workers import input_watermark
 
 KEY_ENV = "RISKSTREAM_REPAIR_KEY"
 # Public on purpose: it only lets a developer sign on a throwaway SQLite store.
@@ -226,11 +227,9 @@ def rebuild_window(conn, account: str, hour_us: int, included_positions: set,
 
 
 def _payments_watermark(store: Store) -> int:
-    """The ledger's committed payments watermark (from its latest metrics snapshot)."""
-    snap = store.last_metrics(PIPELINE)
-    if not snap:
-        return NEG_INF
-    return snap.get("input_wm", {}).get(PAYMENTS, NEG_INF)
+    """The ledger's committed payments watermark (the minimum over its workers' latest metrics
+    snapshots)."""
+    return input_watermark(store, PIPELINE, PAYMENTS)
 
 
 def latest_fact_query(logical_key: str):

@@ -28,6 +28,7 @@ from ..operators.receipts import KIND, PIPELINE, WINDOW_US, decision_fact
 from ..store import schema as S
 from ..store.ops import Store, loads, write_facts
 from ..timeutil import NEG_INF, POS_INF, parse_utc_us, us_to_iso
+from ..workers import input_watermark, unfinished
 
 
 class RepairRefused(RuntimeError):
@@ -35,20 +36,17 @@ class RepairRefused(RuntimeError):
 
 
 def _require_quiescent(store: Store) -> dict | None:
-    ck = store.latest_checkpoint(PIPELINE)
-    last = store.last_journal_seq(PIPELINE)
-    covered = ck["journal_seq"] if ck else 0
     # Fail closed: nothing to judge, or open gate blockers (a sink exception, an accounting
     # gap) of the scorer, and no repair publishes anything.
     hold = hold_reason(store, PIPELINE)
     if hold:
         raise RepairRefused(f"{hold}; nothing was written.")
-    if last > covered:
+    for w in unfinished(store, PIPELINE):
         raise RepairRefused(
-            f"the receipt scorer committed batches up to {last} but its latest checkpoint covers "
-            f"{covered}: it stopped without finishing (crash?). Run `riskstream receipts run` "
-            f"to restore and replay first; nothing was written.")
-    return ck
+            f"the receipt scorer ({w.key}) committed batches up to {w.last_journal_seq} but its "
+            f"latest checkpoint covers {w.covered}: it stopped without finishing (crash?). Run "
+            f"`riskstream receipts run` to restore and replay first; nothing was written.")
+    return store.latest_checkpoint(PIPELINE)
 
 
 def _pinned_model(store: Store, model_dir: str | None) -> tuple[int, Model]:
@@ -60,10 +58,7 @@ def _pinned_model(store: Store, model_dir: str | None) -> tuple[int, Model]:
 
 
 def _live_watermark(store: Store) -> int:
-    snap = store.last_metrics(PIPELINE)
-    if not snap:
-        return NEG_INF
-    return snap["input_wm"].get("receipts", NEG_INF)
+    return input_watermark(store, PIPELINE, "receipts")
 
 
 def _history(store: Store, merchant: str, lo: int, hi: int) -> tuple[list[int], list[int],
