@@ -29,7 +29,7 @@ test-fast: setup
 	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 -m "not slow and not dagster" tests
 
 bench: setup
-	$(PY) -m streaming.cli.main bench
+	$(PY) -m streaming.cli.main bench --all
 
 dev: setup
 	bash scripts/dev.sh

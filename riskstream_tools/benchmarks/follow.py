@@ -1,15 +1,25 @@
-"""Follow mode: JetStream -> worker -> PostgreSQL.
+"""Follow-mode scenarios: JetStream -> worker -> PostgreSQL (the `follow-*` names of
+`riskstream bench`).
 
-- throughput: the join's bulk workload (re-keyed, 4 partitions) is published as fast as the
-  server acknowledges while one worker (then two, `--worker 0/2` and `1/2`) follows; the figure
-  is records / seconds from the start of publishing until the store holds every record;
-- latency: the same at a steady 2,000 events/s (and 1,000, below the sustained rate here); the end-to-end percentiles (JetStream message
-  timestamp -> commit of its batch) come from the worker's metrics;
-- recovery: a private PostgreSQL is stopped for 10 s while a paced producer publishes; the
-  figure is the time from the server being back to the worker's next commit.
+- `follow-1-worker`, `follow-2-workers`: the join workload (the `join-*` scenarios' shape,
+  re-keyed to 4 partitions) is published as fast as the server acknowledges while one worker,
+  then two (`--worker 0/2` and `1/2`), follow; the rate is records / seconds from the start of
+  publishing until the store's journal holds every record;
+- `follow-latency`: the same at a steady 2,000 events/s; the end-to-end percentiles (JetStream
+  message timestamp -> commit of its batch) come from the worker's metrics;
+- `follow-pg-restart`: a private PostgreSQL is stopped for 10 s while a paced producer
+  publishes; `recovery_s` is the time from the server being back to the worker's next commit.
 
-Needs NATS on 127.0.0.1:4222 and PostgreSQL (RISKSTREAM_BENCH_PG, default the local server);
-the recovery row also needs the PostgreSQL server binaries (initdb, pg_ctl)."""
+Every scenario then compares the sink's current pairs with the file-log reference (the same
+sort-and-search probe as `join-sqlite`, over the recording that was published):
+`reference_equal`. Start-up (imports, connection, lease) is not counted in `seconds`.
+Peak RSS is the largest VmHWM of the worker processes, read just before they are stopped.
+
+Needs NATS (RISKSTREAM_NATS_SERVER, default nats://127.0.0.1:4222) and PostgreSQL
+(RISKSTREAM_BENCH_PG, default the local server); `follow-pg-restart` also needs the PostgreSQL
+server binaries (initdb, pg_ctl). Event counts are capped by RISKSTREAM_BENCH_FOLLOW_EVENTS
+(default 40,000; latency 20,000 and restart 8,000 at most): a follow run is paced by the
+broker, not a replay."""
 
 from __future__ import annotations
 
@@ -23,14 +33,40 @@ import uuid
 
 from sqlalchemy import func, select
 
-PG_ADMIN = os.environ.get("RISKSTREAM_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
-NATS = os.environ.get("RISKSTREAM_NATS_SERVER", "nats://127.0.0.1:4222")
+from .scenarios import (
+    JOIN_EVENTS_PER_MINUTE,
+    JOIN_HOT_SHARE,
+    JOIN_MERCHANTS,
+    PG_ADMIN_DEFAULT,
+    PG_ADMIN_ENV,
+    _timed_join_reference,
+)
+
+NATS_ENV = "RISKSTREAM_NATS_SERVER"
+NATS_DEFAULT = "nats://127.0.0.1:4222"
+FOLLOW_EVENTS_ENV = "RISKSTREAM_BENCH_FOLLOW_EVENTS"
+FOLLOW_EVENTS_DEFAULT = 40_000
+LATENCY_EVENTS_MAX = 20_000
+LATENCY_RATE = 2_000
+RESTART_EVENTS_MAX = 8_000
+RESTART_RATE = 500
+RESTART_DOWN_S = 10.0
+STARTUP_S = 3.0
+PARTITIONS = "4"
 FOLLOW_ARGS = ["--batch-size", "2000", "--checkpoint-every", "20000", "--max-batch-delay", "200"]
+
+
+def _pg_admin() -> str:
+    return os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)
+
+
+def _nats() -> str:
+    return os.environ.get(NATS_ENV, NATS_DEFAULT)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     res = subprocess.run([sys.executable, "-m", "streaming.cli.main", *args],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, check=False)
     if res.returncode != 0:
         raise RuntimeError(f"{' '.join(args[:3])}: {res.stderr[-1500:]}")
     return res
@@ -43,11 +79,32 @@ def _follow(url: str, store: str, *extra: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=30)
-    if proc.returncode != 0:
-        raise RuntimeError(f"follow worker exited {proc.returncode}: {err[-1500:]}")
+def _vm_hwm_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _stop(procs: list[subprocess.Popen]) -> float:
+    """SIGTERM every worker (they finish the batch in hand and checkpoint); returns the largest
+    peak RSS among them, read before the signal."""
+    peak = max((_vm_hwm_mib(p.pid) for p in procs), default=0.0)
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    errors = []
+    for p in procs:
+        _, err = p.communicate(timeout=30)
+        if p.returncode != 0:
+            errors.append(f"follow worker exited {p.returncode}: {err[-1500:]}")
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    return peak
 
 
 def _consumed(store_url: str) -> int:
@@ -59,13 +116,13 @@ def _consumed(store_url: str) -> int:
         with eng.connect() as conn:
             return int(conn.execute(select(func.coalesce(func.sum(j.records), 0)).where(
                 (j.pipeline == "join") | j.pipeline.like("join@%"))).scalar())
-    except Exception:  # tables not created yet, or the server is restarting
+    except Exception:  # noqa: BLE001  (tables not created yet, or the server is restarting)
         return -1
     finally:
         eng.dispose()
 
 
-def _wait(store_url: str, n: int, procs, timeout: float = 600) -> float:
+def _wait(store_url: str, n: int, procs: list[subprocess.Popen], timeout: float = 600) -> float:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for p in procs:
@@ -77,148 +134,194 @@ def _wait(store_url: str, n: int, procs, timeout: float = 600) -> float:
     raise RuntimeError(f"not all {n} records consumed in {timeout}s")
 
 
-class _Databases:
-    def __init__(self) -> None:
-        self.names: list[str] = []
+class _Database:
+    """A throwaway database on the shared PostgreSQL server."""
 
-    def new(self) -> str:
+    def __init__(self) -> None:
         import psycopg
-        name = f"rs_bench_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        self.names.append(name)
-        return PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+        self.name = f"rs_bench_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(_pg_admin(), autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f'CREATE DATABASE "{self.name}"')
+        self.url = _pg_admin().rsplit("/", 1)[0] + f"/{self.name}"
 
     def drop(self) -> None:
         import psycopg
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            for name in self.names:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        with psycopg.connect(_pg_admin(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
 
 def _stream(tag: str) -> str:
-    return f"{NATS}?stream=rs_bench_{tag}_{uuid.uuid4().hex[:8]}"
+    return f"{_nats()}?stream=rs_bench_{tag}_{uuid.uuid4().hex[:8]}"
 
 
-def _empty_layout(rec: str, url: str, workdir: str) -> None:
-    """Create the stream with the re-keyed layout and no messages."""
+def _empty_layout(url: str, workdir: str) -> None:
+    """Create the stream with the re-keyed layout and no messages, so the workers can start
+    before the first record is published."""
     empty = os.path.join(workdir, "empty")
     for topic in ("payments", "risk_signals"):
         os.makedirs(os.path.join(empty, topic), exist_ok=True)
         open(os.path.join(empty, topic, "p0.jsonl"), "w").close()
     _cli("nats", "publish", "--source", empty, "--url", url, "--quiet", "--pipeline", "join",
-         "--partitions", "4", "--topics", "payments,risk_signals")
+         "--partitions", PARTITIONS, "--topics", "payments,risk_signals")
 
 
-def _throughput(rec: str, n: int, workers: int, dbs: _Databases, workdir: str) -> dict:
+def _publish_args(rec: str, url: str, rate: int | None = None) -> list[str]:
+    args = ["nats", "publish", "--source", rec, "--url", url, "--quiet", "--pipeline", "join",
+            "--partitions", PARTITIONS]
+    return args + (["--rate", str(rate)] if rate else [])
+
+
+def _recording(workdir: str, seed: int, n: int) -> str:
+    from riskstream_tools.workloads.join_seed import generate_bulk
+    rec = os.path.join(workdir, "inputs", f"follow_{seed}_{n}")
+    done = os.path.join(rec, ".complete")
+    if not os.path.exists(done):
+        generate_bulk(seed, rec, n, merchants=JOIN_MERCHANTS, hot_share=JOIN_HOT_SHARE,
+                      events_per_minute=JOIN_EVENTS_PER_MINUTE)
+        open(done, "w").close()
+    return rec
+
+
+def _sink_vs_reference(store_url: str, rec: str) -> dict:
+    from streaming.cli.join import pair_rows
+    from streaming.store.ops import Store
+    store = Store(store_url)
+    try:
+        live = {(r["payment_id"], r["signal_id"]) for r in pair_rows(store, False)}
+        follow = (store.last_metrics("join") or {}).get("follow") or {}
+    finally:
+        store.dispose()
+    ref, ref_s, ref_decode_s = _timed_join_reference(rec)
+    return {"live": live, "ref": ref, "ref_s": ref_s + ref_decode_s, "follow": follow}
+
+
+def _shape(scenario: str, n: int, seconds: float, peak: float, cmp: dict, **extra) -> dict:
+    """The common JSON fields. The reference rate is the file-log reference's (decode and
+    probe), so `ratio` says how far live following is from recomputing the answer offline."""
+    ref_s = cmp["ref_s"]
+    out = {"scenario": scenario, "events": n, "seconds": round(seconds, 3),
+           "events_per_s": round(n / seconds) if seconds else None,
+           "reference_events_per_s": round(n / ref_s) if ref_s else None,
+           "ratio": round(ref_s / seconds, 4) if seconds else None,
+           "peak_rss_mib": round(peak, 1),
+           "reference_equal": cmp["live"] == cmp["ref"] and len(cmp["ref"]) > 0,
+           "pairs": len(cmp["live"]), "reference_pairs": len(cmp["ref"])}
+    out.update(extra)
+    return out
+
+
+def _follow_events(n: int) -> int:
+    return min(n, int(os.environ.get(FOLLOW_EVENTS_ENV, FOLLOW_EVENTS_DEFAULT)))
+
+
+def _throughput(scenario: str, workdir: str, n: int, workers: int) -> dict:
     from streaming.sources.nats_publish import delete_stream
+    n = _follow_events(n)
+    rec = _recording(workdir, 11, n)
     url = _stream(f"w{workers}")
-    store = dbs.new()
-    _empty_layout(rec, url, workdir)
-    assignments = [[]] if workers == 1 else [["--worker", f"{i}/{workers}"]
-                                             for i in range(workers)]
-    procs = [_follow(url, store, *a) for a in assignments]
+    db = _Database()
     try:
-        time.sleep(3.0)  # start-up (imports, connection, lease) is not throughput
-        t0 = time.monotonic()
-        pub = _cli("nats", "publish", "--source", rec, "--url", url, "--quiet", "--pipeline",
-                   "join", "--partitions", "4")
-        published = time.monotonic()
-        done = _wait(store, n, procs)
+        _empty_layout(url, workdir)
+        assignments = [[]] if workers == 1 else [["--worker", f"{i}/{workers}"]
+                                                 for i in range(workers)]
+        procs = [_follow(url, db.url, *a) for a in assignments]
+        try:
+            time.sleep(STARTUP_S)
+            t0 = time.monotonic()
+            _cli(*_publish_args(rec, url))
+            published = time.monotonic()
+            done = _wait(db.url, n, procs)
+        finally:
+            peak = _stop(procs)
+            delete_stream(url)
+        cmp = _sink_vs_reference(db.url, rec)
     finally:
-        for p in procs:
-            _stop(p)
-        delete_stream(url)
-    return {"workers": workers, "records": n, "seconds": round(done - t0, 3),
-            "records_per_s": round(n / (done - t0)),
-            "publish_seconds": round(published - t0, 3), "publisher": pub.stdout.split("\n")[0]}
+        db.drop()
+    return _shape(scenario, n, done - t0, peak, cmp, workers=workers,
+                  publish_seconds=round(published - t0, 3))
 
 
-def _latency(rec: str, n: int, rate: int, dbs: _Databases, workdir: str) -> dict:
+def follow_1_worker(workdir: str, n: int) -> dict:
+    return _throughput("follow-1-worker", workdir, n, 1)
+
+
+def follow_2_workers(workdir: str, n: int) -> dict:
+    return _throughput("follow-2-workers", workdir, n, 2)
+
+
+def follow_latency(workdir: str, n: int) -> dict:
     from streaming.sources.nats_publish import delete_stream
-    from streaming.store.ops import Store
+    n = min(_follow_events(n), LATENCY_EVENTS_MAX)
+    rec = _recording(workdir, 12, n)
     url = _stream("lat")
-    store = dbs.new()
-    _empty_layout(rec, url, workdir)
-    proc = _follow(url, store)
+    db = _Database()
     try:
-        time.sleep(3.0)
-        _cli("nats", "publish", "--source", rec, "--url", url, "--quiet", "--pipeline", "join",
-             "--partitions", "4", "--rate", str(rate))
-        _wait(store, n, [proc])
+        _empty_layout(url, workdir)
+        procs = [_follow(url, db.url)]
+        try:
+            time.sleep(STARTUP_S)
+            t0 = time.monotonic()
+            _cli(*_publish_args(rec, url, LATENCY_RATE))
+            done = _wait(db.url, n, procs)
+        finally:
+            peak = _stop(procs)
+            delete_stream(url)
+        cmp = _sink_vs_reference(db.url, rec)
     finally:
-        _stop(proc)
-        delete_stream(url)
-    s = Store(store)
-    try:
-        f = s.last_metrics("join")["follow"]
-    finally:
-        s.dispose()
-    return {"rate_per_s": rate, "records": n, "e2e_ms": f["e2e_latency_ms"],
-            "commit_ms": f["commit_ms"]}
+        db.drop()
+    e2e = cmp["follow"].get("e2e_latency_ms") or {}
+    return _shape("follow-latency", n, done - t0, peak, cmp, rate_per_s=LATENCY_RATE,
+                  p50_ms=e2e.get("p50"), p99_ms=e2e.get("p99"),
+                  commit_ms=cmp["follow"].get("commit_ms"))
 
 
-def _recovery(rec: str, n: int, workdir: str) -> dict:
+def follow_pg_restart(workdir: str, n: int) -> dict:
     from streaming.sources.nats_publish import delete_stream
-    from streaming.store.ops import Store
+
     from .private_pg import PrivatePostgres
+    n = min(_follow_events(n), RESTART_EVENTS_MAX)
+    rec = _recording(workdir, 13, n)
     pg = PrivatePostgres()
-    pg.start()
     url = _stream("rec")
     try:
-        _empty_layout(rec, url, workdir)
-        proc = _follow(url, pg.url, "--batch-size", "200", "--max-batch-delay", "100")
-        producer = threading.Thread(target=_cli, args=(
-            "nats", "publish", "--source", rec, "--url", url, "--quiet", "--pipeline", "join",
-            "--partitions", "4", "--rate", "500"))
+        pg.start()
+        _empty_layout(url, workdir)
+        procs = [_follow(url, pg.url, "--batch-size", "200", "--max-batch-delay", "100")]
+        producer_error: list[BaseException] = []
+
+        def produce() -> None:
+            try:
+                _cli(*_publish_args(rec, url, RESTART_RATE))
+            except BaseException as exc:  # noqa: BLE001  (reported after the join)
+                producer_error.append(exc)
+
+        producer = threading.Thread(target=produce)
         try:
-            time.sleep(3.0)
+            time.sleep(STARTUP_S)
+            t0 = time.monotonic()
             producer.start()
-            time.sleep(3.0)
-            back = pg.restart_after(10.0)
+            _wait(pg.url, 1, procs, timeout=60)
+            back = pg.restart_after(RESTART_DOWN_S)
             before = _consumed(pg.url)
-            resumed = _wait(pg.url, before + 1, [proc], timeout=120)
+            resumed = _wait(pg.url, before + 1, procs, timeout=120)
             producer.join()
-            _wait(pg.url, n, [proc])
+            if producer_error:
+                raise producer_error[0]
+            done = _wait(pg.url, n, procs)
         finally:
-            _stop(proc)
-        s = Store(pg.url)
-        try:
-            outage = s.last_metrics("join")["follow"]["store"]
-        finally:
-            s.dispose()
+            if producer.is_alive():
+                producer.join()
+            peak = _stop(procs)
+        cmp = _sink_vs_reference(pg.url, rec)
     finally:
         delete_stream(url)
         pg.destroy()
-    return {"down_s": 10.0, "first_commit_after_back_s": round(resumed - back, 3),
-            "store_outage_metrics": outage}
+    return _shape("follow-pg-restart", n, done - t0, peak, cmp, rate_per_s=RESTART_RATE,
+                  down_s=RESTART_DOWN_S, recovery_s=round(resumed - back, 3),
+                  store_outage=cmp["follow"].get("store"))
 
 
-def run_bench(workdir: str, n: int) -> dict:
-    from ..workloads.join_seed import generate_bulk
-    n = min(n, int(os.environ.get("RISKSTREAM_BENCH_FOLLOW_EVENTS", "40000")))
-    rec = os.path.join(workdir, "bulk")
-    generate_bulk(11, rec, n)
-    lat_rec = os.path.join(workdir, "bulk-latency")
-    lat_n = min(n, 20000)
-    generate_bulk(12, lat_rec, lat_n)
-    slow_rec = os.path.join(workdir, "bulk-latency-1000")
-    slow_n = min(n, 10000)
-    generate_bulk(14, slow_rec, slow_n)
-    rec_rec = os.path.join(workdir, "bulk-recovery")
-    generate_bulk(13, rec_rec, 8000)
-    dbs = _Databases()
-    out: dict = {}
-    try:
-        out["one_worker"] = _throughput(rec, n, 1, dbs, workdir)
-        out["two_workers"] = _throughput(rec, n, 2, dbs, workdir)
-        out["latency_2000_per_s"] = _latency(lat_rec, lat_n, 2000, dbs, workdir)
-        # Below the sustained throughput, for the steady-state figure.
-        out["latency_1000_per_s"] = _latency(slow_rec, slow_n, 1000, dbs, workdir)
-    finally:
-        dbs.drop()
-    try:
-        out["postgres_restart_10s"] = _recovery(rec_rec, 8000, workdir)
-    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
-        out["postgres_restart_10s"] = {"skipped": str(exc)[:200]}
-    return out
+SCENARIOS = {"follow-1-worker": follow_1_worker, "follow-2-workers": follow_2_workers,
+             "follow-latency": follow_latency, "follow-pg-restart": follow_pg_restart}
+# What each scenario needs running: (name, host, port); checked before it starts.
+SERVICES = (("NATS", "127.0.0.1", 4222), ("PostgreSQL", "127.0.0.1", 5432))
