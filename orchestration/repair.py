@@ -4,6 +4,7 @@ pipelines have pending work (for scripts, the demo and CI)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ from .jobs import rebuild_run_config
 from .partitions import replay_dates
 from .resources import StoreResource, WarehouseResource, make_dbt_resource
 from .sensors import pending_ledger_requests, pending_receipt_records, work_run_key
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -59,6 +62,8 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
         receipts = pending_receipt_records(store)
     finally:
         store.dispose()
+    log.info("pending work: %d join entry sets, %d ledger requests, %d receipt records",
+             len(sets), len(ledger), len(receipts))
     if not (sets or ledger or receipts):
         return []
     own = instance is None
@@ -80,6 +85,8 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
                 run_config=_console(log_level), instance=instance, raise_on_error=False,
                 tags={"dagster/run_key": key})
             out.append(RepairOutcome(key, "", "", [], result.run_id, result.success))
+            log.info("%s run %s (%s): %s", name, result.run_id, key,
+                     "succeeded" if result.success else "failed")
         for s in sets:
             result = job.execute_in_process(
                 run_config={**rebuild_run_config(entry_ids=s.entry_ids), **_console(log_level)},
@@ -88,6 +95,8 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
                 tags={"dagster/run_key": s.run_key, "riskstream/merchant": s.merchant})
             out.append(RepairOutcome(s.run_key, s.merchant, s.queue_date, s.entry_ids,
                                      result.run_id, result.success))
+            log.info("replay_rebuild run %s (%s, %s %s): %s", result.run_id, s.run_key,
+                     s.merchant, s.queue_date, "succeeded" if result.success else "failed")
     finally:
         if own:
             instance.dispose()

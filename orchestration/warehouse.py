@@ -19,6 +19,7 @@ pool has a limit of 1)."""
 
 from __future__ import annotations
 
+import logging
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -38,6 +39,8 @@ APPEND_ONLY = {
 }
 REPLACED = ("replay_queue", "generations", "generation_pointers")
 INGESTED = tuple(APPEND_ONLY) + REPLACED
+
+log = logging.getLogger(__name__)
 
 
 def _duck_type(col) -> str:
@@ -129,6 +132,7 @@ def ingest(store: Store, con) -> dict[str, int]:
         except Exception:
             con.execute("ROLLBACK")
             raise
+    log.debug("ingested from the %s store: %s", dialect, counts)
     return counts
 
 

@@ -4,6 +4,8 @@ commands that need the tooling or Dagster are registered by their packages throu
 
 from __future__ import annotations
 
+import logging
+
 import click
 
 from . import generations as generations_cmds
@@ -15,10 +17,25 @@ from . import receipts as receipts_cmds
 from .plugins import load_plugins
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def configure_logging(level: str) -> None:
+    """One stderr handler on the root logger: every module logs to a logger named after it
+    (`logging.getLogger(__name__)`), so the level chooses how much of all of them shows."""
+    logging.basicConfig(level=level.upper(), format=LOG_FORMAT, force=True)
+
+
 @click.group()
 @click.version_option(package_name="riskstream")
-def cli() -> None:
+@click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False),
+              default="WARNING", show_default=True, envvar="RISKSTREAM_LOG_LEVEL",
+              help="Log level of the stderr log (run start/restore/finish and publications at "
+                   "INFO, every batch and checkpoint at DEBUG).")
+def cli(log_level: str) -> None:
     """riskstream: recoverable event-time streaming risk pipelines."""
+    configure_logging(log_level)
 
 
 cli.add_command(join_cmds.join)

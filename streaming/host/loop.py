@@ -9,6 +9,7 @@ sink pacer and crash injection each live in their own module of this package."""
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from .journal import journaled_batch
 from .metrics import metrics_snapshot
 from .settings import TP, Operator, PipelineSpec, RunSettings, Source
 from .throttle import SinkThrottle
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -87,6 +90,8 @@ class Worker:
             return
         state = ck["decoded"]
         self.positions = verified_positions(ck, source)
+        log.info("%s: restoring checkpoint %s (journal seq %s, %s records read)",
+                 self.spec.name, ck["id"], state["journal_seq"], state["records_total"])
         self.op.restore(state["operator"])
         self.wms = {t: InputWatermark.restore(s) for t, s in state["watermarks"].items()}
         self.clock = state["clock"]
@@ -120,6 +125,10 @@ class Worker:
         if self.spec.prepare is not None:
             self.spec.prepare(self.op, self.store)
         run_id = self.store.start_run(self.spec.name, self.settings.describe())
+        log.info("%s: run %s started from %s (%s)", self.spec.name, run_id,
+                 "checkpoint %s" % self.result.restored_from
+                 if self.result.restored_from is not None else "the beginning",
+                 self.settings.source)
         total = self.source.total_records() - sum(self.positions.values())
         self.source_head_us = self._source_head()
         done = 0
@@ -132,6 +141,9 @@ class Worker:
             if self.progress:
                 self.progress(done, total)
         self.replaying = False
+        if self.result.replayed_batches:
+            log.info("%s: replayed %d journaled batches (%d records) after the checkpoint",
+                     self.spec.name, self.result.replayed_batches, done)
         # 2. Read freely (through the sink throttle when one is set).
         limit = max(1, min(self.settings.batch_size, self.settings.checkpoint_every))
         if self.throttle is not None:
@@ -169,6 +181,11 @@ class Worker:
             "restored_from": self.result.restored_from, "elapsed_s": self.result.elapsed_s,
             "end_of_stream": self.ended,
             **({"backlog": self.result.backlog} if self.result.backlog else {})})
+        log.info("%s: run %s finished: %d records in %d batches, facts written %d, no-op %d, "
+                 "rejected %d, %d checkpoints, %.2fs", self.spec.name, run_id,
+                 self.result.records, self.result.batches, self.result.facts_written,
+                 self.result.facts_noop, self.result.facts_rejected, self.result.checkpoints,
+                 self.result.elapsed_s)
         return self.result
 
     def _source_head(self) -> int | None:
@@ -269,6 +286,14 @@ class Worker:
         self.result.facts_written += res.written
         self.result.facts_noop += res.noop
         self.result.facts_rejected += res.rejected
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s: batch %d committed: %d records, facts written %d, no-op %d, "
+                      "rejected %d%s", self.spec.name, seq, n, res.written, res.noop,
+                      res.rejected, " (end of stream)" if end_of_stream else "")
+        if res.rejected:
+            log.warning("%s: batch %d: %d facts rejected by the sink (existing key, other "
+                        "content): %s", self.spec.name, seq, res.rejected,
+                        ", ".join(res.rejected_keys[:5]))
         if self.spec.on_batch_committed is not None:
             self.spec.on_batch_committed(op, self.store, bw)
         self.crash.hit("after-sink-write")
@@ -330,6 +355,8 @@ class Worker:
             mid_write=lambda: self.crash.hit("during-checkpoint"))
         self.since_ckpt = 0
         self.result.checkpoints += 1
+        log.debug("%s: checkpoint at journal seq %d (%s bytes)", self.spec.name, self.seq,
+                  self.last_ckpt.get("size_bytes"))
 
     # ------------------------------------------------------------------ metrics
     def _metrics_snapshot(self, out: Emit | None = None) -> dict:

@@ -1,12 +1,23 @@
 """Sources: partitioned logs with positions. The embedded default is the file log; NATS
 JetStream is the production source. Both present records as (topic, partition, offset)."""
 
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
+
 
 def open_source(location: str, topics: list[str], arrival_fields: dict[str, str]):
     """Open a partitioned source by location: a directory is a file log; `nats://host:port`
     (optionally `?stream=NAME`) is NATS JetStream."""
     if location.startswith("nats://"):
         from .nats import NatsSource
-        return NatsSource(location, topics, arrival_fields)
-    from .filelog import FileLog
-    return FileLog(location, topics, arrival_fields)
+        source = NatsSource(location, topics, arrival_fields)
+    else:
+        from .filelog import FileLog
+        source = FileLog(location, topics, arrival_fields)
+    log.info("opened %s source: %s, partitions %s", type(source).__name__,
+             getattr(getattr(source, "location", None), "server_address", location),
+             source.partition_counts)
+    return source

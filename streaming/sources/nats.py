@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import re
 import threading
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 from .filelog import TP, PartitionBuffer, SourceError, decode_partition
+
+log = logging.getLogger(__name__)
 
 DEFAULT_STREAM = "riskstream"
 DEFAULT_TIMEOUT_S = 5.0
@@ -175,6 +178,7 @@ class NatsSource(PartitionBuffer):
         from nats.js.errors import NotFoundError
         loc = self.location
         nc = await connect(loc)
+        log.debug("connected to NATS at %s, stream %s", loc.server_address, loc.stream)
         try:
             js = nc.jetstream(timeout=loc.timeout_s)
             try:
