@@ -14,6 +14,9 @@ from . import ledger as ledger_cmds
 from . import nats as nats_cmds
 from . import ops as ops_cmds
 from . import receipts as receipts_cmds
+from . import store as store_cmds
+from ..store.versions import StoreVersionError
+from .common import fail
 from .plugins import load_plugins
 
 
@@ -25,9 +28,22 @@ def configure_logging(level: str) -> None:
     """One stderr handler on the root logger: every module logs to a logger named after it
     (`logging.getLogger(__name__)`), so the level chooses how much of all of them shows."""
     logging.basicConfig(level=level.upper(), format=LOG_FORMAT, force=True)
+    if level.upper() != "DEBUG":  # Alembic narrates its set-up at INFO; the store logs the gist
+        logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
-@click.group()
+class RiskstreamGroup(click.Group):
+    """Ends any command on a store it cannot use (missing, older or newer schema) with one
+    line naming the revisions and exit code 5."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except StoreVersionError as exc:
+            fail(str(exc), exc.exit_code)
+
+
+@click.group(cls=RiskstreamGroup)
 @click.version_option(package_name="riskstream")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False),
               default="WARNING", show_default=True, envvar="RISKSTREAM_LOG_LEVEL",
@@ -47,6 +63,7 @@ for cmd in generations_cmds.COMMANDS:
     cli.add_command(cmd)
 cli.add_command(receipts_cmds.receipts)
 cli.add_command(receipts_cmds.model)
+cli.add_command(store_cmds.store)
 load_plugins(cli)
 
 if __name__ == "__main__":

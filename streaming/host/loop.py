@@ -53,7 +53,8 @@ class Worker:
                  progress: Callable[[int, int], None] | None = None):
         self.spec = spec
         self.settings = settings
-        self.store = store or Store(settings.store_url)
+        # A run creates an empty store and migrates an older one before it reads anything.
+        self.store = store or Store(settings.store_url, schema="upgrade")
         self.progress = progress
         self.crash = CrashInjector(settings.crash_at)
         self.op: Operator = spec.make_operator(settings)

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from . import schema as S
 from .accounting import source_accounting
+from .versions import StoreVersionError, prepare
 from . import tables as _tables  # noqa: F401  (registers pipeline tables)
 
 DEFAULT_STORE_URL = "sqlite:///.riskstream/ops.sqlite"
@@ -218,11 +219,31 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
     return res
 
 
+def _sqlite_path(url: str) -> str | None:
+    if not url.startswith("sqlite"):
+        return None
+    path = url.split("///", 1)[1] if "///" in url else ""
+    return path if path and path != ":memory:" else None
+
+
 class Store:
-    def __init__(self, url: str = DEFAULT_STORE_URL):
+    """The store at `url`. Opening it reads its schema revision (no DDL on open); `schema`
+    says what to do when it is not at this release's head (`versions.prepare`): `create` makes
+    an empty store and refuses an older one, `upgrade` also migrates an older one (the run
+    commands), `existing` never creates one (readers). A newer store is always refused."""
+
+    def __init__(self, url: str = DEFAULT_STORE_URL, schema: str = "create"):
         self.url = url
+        path = _sqlite_path(normalize_url(url))
+        if schema == "existing" and path is not None and not os.path.exists(path):
+            raise StoreVersionError(f"there is no store at {url} (no such file): run a "
+                                    f"pipeline or `riskstream store upgrade` to create it")
         self.engine = make_engine(url)
-        S.metadata.create_all(self.engine)
+        try:
+            prepare(self.engine, schema)
+        except Exception:
+            self.engine.dispose()
+            raise
 
     @property
     def dialect(self) -> str:
@@ -380,8 +401,9 @@ class Store:
                     for name, t in S.metadata.tables.items()}
 
 
-def open_store(url: str | None = None) -> Store:
-    return Store(url or os.environ.get("RISKSTREAM_STORE_URL", DEFAULT_STORE_URL))
+def open_store(url: str | None = None, schema: str = "existing") -> Store:
+    """The store a command reads (by default it must exist at this release's revision)."""
+    return Store(url or os.environ.get("RISKSTREAM_STORE_URL", DEFAULT_STORE_URL), schema)
 
 
 def json_rows(rows: Iterable[dict]) -> list[dict]:
