@@ -70,10 +70,10 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
     instance = instance or _instance()
     defs = build_defs(res)
     job = defs.get_job_def("replay_rebuild")
-    known = set(instance.get_dynamic_partitions(replay_dates.name))
+    known = set(instance.get_dynamic_partitions(str(replay_dates.name)))
     new_dates = sorted({s.queue_date for s in sets} - known)
     if new_dates:
-        instance.add_dynamic_partitions(replay_dates.name, new_dates)
+        instance.add_dynamic_partitions(str(replay_dates.name), new_dates)
     out = []
     try:
         for name, prefix, ids in (("ledger_repair", "ledger", ledger),

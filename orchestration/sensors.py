@@ -39,7 +39,7 @@ def replay_queue_sensor(context: SensorEvaluationContext, store: StoreResource):
     cursor = int(context.cursor or 0)
     with store.session() as st:
         sets = entry_sets(st)
-    known = set(context.instance.get_dynamic_partitions(replay_dates.name))
+    known = set(context.instance.get_dynamic_partitions(str(replay_dates.name)))
     requests, new_dates, new_cursor = plan_requests(sets, cursor, known)
     if not requests:
         return SkipReason(f"no pending entry set beyond queue entry {cursor}")

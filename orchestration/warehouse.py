@@ -20,8 +20,8 @@ pool has a limit of 1)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import orjson
 from sqlalchemy import literal_column, select, text

@@ -44,6 +44,7 @@ def _join_inputs(src: str):
     log = FileLog(src, ["payments", "risk_signals"])
     recs = []
     for raw in log.merged({}):
+        assert isinstance(raw.obj, dict)  # the seed holds no undecodable lines
         recs.append(validate(CONTRACTS[raw.topic], raw.obj, raw.partition, raw.offset,
                              len(raw.line)))
     return log, recs
@@ -88,6 +89,7 @@ def bench_join(workdir: str, n: int, naive_n: int) -> dict:
     live = {(r["payment_id"], r["signal_id"]) for r in pair_rows(store, False)}
     ck = store.latest_checkpoint("join")
     store.dispose()
+    assert ck is not None, "the measured run writes a checkpoint at its end"
     out["pairs"] = len(live)
     out["checkpoint_bytes"] = ck["size_bytes"]
     out["sink_share_estimate"] = max(0.0, 1 - (out["decode_validate_s"] +

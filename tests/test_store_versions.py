@@ -13,13 +13,18 @@ import threading
 from pathlib import Path
 
 import pytest
-from sqlalchemy import inspect, insert, select, text
+from sqlalchemy import insert, inspect, select, text
 
 from streaming.store import schema as S
 from streaming.store import tables  # noqa: F401  (every table on the metadata)
 from streaming.store.ops import Store, make_engine, open_store
-from streaming.store.versions import (FIRST_REVISION, VERSION_TABLE, StoreVersionError,
-                                      head_revision, store_revision)
+from streaming.store.versions import (
+    FIRST_REVISION,
+    VERSION_TABLE,
+    StoreVersionError,
+    head_revision,
+    store_revision,
+)
 
 from .joinutil import pay, sig, write_log
 
@@ -108,8 +113,8 @@ def test_newer_revision_is_refused_naming_both(store_factory, tmp_path):
             Store(url, schema=schema)
         assert "9999_future" in str(exc.value) and head_revision() in str(exc.value)
     src = write_log(tmp_path / "src", {("payments", 0): [pay("p1", "m1", 0)]})
-    for args in (("join", "run", "--source", src, "--store", url), ("join", "pairs", "--store", url),
-                 ("store", "upgrade", "--store", url)):
+    for args in (("join", "run", "--source", src, "--store", url),
+                 ("join", "pairs", "--store", url), ("store", "upgrade", "--store", url)):
         out = cli(*args)
         assert out.returncode == 5, (args, out.stderr)
         (line,) = out.stderr.strip().splitlines()

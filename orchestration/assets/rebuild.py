@@ -1,6 +1,7 @@
 """The candidate generation of a replay-queue entry set (or of a manual interval), and its
 publication. Between them sit the dbt diff models and their blocking checks."""
 
+from typing import Any
 
 from dagster import (AssetExecutionContext, AssetSpec, Config, Failure, MaterializeResult,
                      MetadataValue, asset, multi_asset)
@@ -64,7 +65,7 @@ def candidate_generation(context: AssetExecutionContext, config: RebuildConfig,
         st.dispose()
     diff = pair_diff(cand)
     info = describe(cand)
-    summary = {
+    summary: dict[str, Any] = {
         "generation_id": cand.generation_id,
         "pieces": MetadataValue.json(info["pieces"]),
         "entry_ids": MetadataValue.json(cand.entry_ids),

@@ -1,9 +1,10 @@
-"""Benchmark: the candidate rebuild of one day of N payments and signals (10,000 merchants, one
-with 1 % of the traffic), as the rebuild runs it: the bucketed DuckDB equi-join on (merchant, 10-minute
-bucket) with the exact bounds as a filter, timed against the plain merchant equi-join with a
-BETWEEN filter in the same run (both must give the same pairs). Then the candidate's pair ids
-(the live path's `pair_id`), and the diff of a corrected candidate (0.1 % of the payments
-corrected to a time 6 minutes later) against the current pairs.
+"""Benchmark: the candidate rebuild of one day of N payments and signals (10,000 merchants,
+one with 1 % of the traffic), as the rebuild runs it: the bucketed DuckDB equi-join on
+(merchant, 10-minute bucket) with the exact bounds as a filter, timed against the plain
+merchant equi-join with a BETWEEN filter in the same run (both must give the same pairs).
+Then the candidate's pair ids (the live path's `pair_id`), and the diff of a corrected
+candidate (0.1 % of the payments corrected to a time 6 minutes later) against the current
+pairs.
 
 The SQL is timed apart from dbt and Dagster start-up; `repair_run_s` is one whole repair run on
 the join seed (Dagster in-process, ingest, dbt build of the diff models, publication)."""
@@ -37,7 +38,13 @@ def _timed(con, sql: str) -> tuple[float, int]:
     t0 = time.perf_counter()
     con.execute(f"CREATE OR REPLACE TEMP TABLE _out AS {sql}")
     elapsed = time.perf_counter() - t0
-    return elapsed, con.execute("SELECT count(*) FROM _out").fetchone()[0]
+    return elapsed, _one(con, "SELECT count(*) FROM _out")[0]
+
+
+def _one(con, sql: str) -> tuple:
+    row = con.execute(sql).fetchone()
+    assert row is not None, sql
+    return row
 
 
 def run_bench(workdir: str, n: int, repair_run: bool = True) -> dict:
@@ -50,9 +57,9 @@ def run_bench(workdir: str, n: int, repair_run: bool = True) -> dict:
     bucketed_s, bucketed_pairs = _timed(con, join_sql("pay", "sig", bucketed=True))
     con.execute("CREATE OR REPLACE TEMP TABLE bucketed AS SELECT * FROM _out")
     plain_s, plain_pairs = _timed(con, join_sql("pay", "sig", bucketed=False))
-    mismatched = con.execute(
-        "SELECT count(*) FROM ((SELECT * FROM bucketed EXCEPT SELECT * FROM _out) UNION ALL "
-        "(SELECT * FROM _out EXCEPT SELECT * FROM bucketed))").fetchone()[0]
+    mismatched = _one(
+        con, "SELECT count(*) FROM ((SELECT * FROM bucketed EXCEPT SELECT * FROM _out) UNION ALL "
+        "(SELECT * FROM _out EXCEPT SELECT * FROM bucketed))")[0]
 
     # Pair ids of the candidate, with the live operator's identity function.
     t0 = time.perf_counter()
@@ -66,7 +73,7 @@ def run_bench(workdir: str, n: int, repair_run: bool = True) -> dict:
                CASE WHEN idx % 1000 = 0 THEN 2 ELSE 1 END AS rev FROM pay""")
     t0 = time.perf_counter()
     con.execute(f"CREATE OR REPLACE TEMP TABLE cand AS {join_sql('pay2', 'sig', bucketed=True)}")
-    diff = con.execute("""
+    diff = _one(con, """
         WITH c AS (SELECT c.pay_idx, c.sig_idx, p.rev FROM cand c JOIN pay2 p ON p.idx = c.pay_idx),
         j AS (SELECT c.rev AS new_rev, b.pay_idx AS old_pay
               FROM c FULL OUTER JOIN bucketed b
@@ -74,9 +81,9 @@ def run_bench(workdir: str, n: int, repair_run: bool = True) -> dict:
         SELECT count(*) FILTER (WHERE old_pay IS NULL) AS added,
                count(*) FILTER (WHERE new_rev IS NULL) AS retired,
                count(*) FILTER (WHERE old_pay IS NOT NULL AND new_rev = 2) AS revised
-        FROM j""").fetchone()
+        FROM j""")
     diff_s = time.perf_counter() - t0
-    cand_pairs = con.execute("SELECT count(*) FROM cand").fetchone()[0]
+    cand_pairs = _one(con, "SELECT count(*) FROM cand")[0]
     con.close()
     out = {
         "events": n, "payments": pays, "signals": sigs, "merchants": MERCHANTS,

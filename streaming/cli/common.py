@@ -8,6 +8,7 @@ import io
 import os
 import sys
 from contextlib import contextmanager
+from typing import NoReturn
 
 import click
 import orjson
@@ -108,7 +109,7 @@ def progress_bar(label: str, enabled: bool | None = None):
         yield update
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
 

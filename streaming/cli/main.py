@@ -8,6 +8,7 @@ import logging
 
 import click
 
+from ..store.versions import StoreVersionError
 from . import generations as generations_cmds
 from . import join as join_cmds
 from . import ledger as ledger_cmds
@@ -15,10 +16,8 @@ from . import nats as nats_cmds
 from . import ops as ops_cmds
 from . import receipts as receipts_cmds
 from . import store as store_cmds
-from ..store.versions import StoreVersionError
 from .common import fail
 from .plugins import load_plugins
-
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

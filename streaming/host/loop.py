@@ -126,9 +126,9 @@ class Worker:
         if self.spec.prepare is not None:
             self.spec.prepare(self.op, self.store)
         run_id = self.store.start_run(self.spec.name, self.settings.describe())
-        log.info("%s: run %s started from %s (%s)", self.spec.name, run_id,
-                 "checkpoint %s" % self.result.restored_from
-                 if self.result.restored_from is not None else "the beginning",
+        start = (f"checkpoint {self.result.restored_from}"
+                 if self.result.restored_from is not None else "the beginning")
+        log.info("%s: run %s started from %s (%s)", self.spec.name, run_id, start,
                  self.settings.source)
         total = self.source.total_records() - sum(self.positions.values())
         self.source_head_us = self._source_head()
@@ -301,7 +301,7 @@ class Worker:
         if self.since_ckpt >= self.settings.checkpoint_every:
             self._checkpoint()
         self.crash.hit("before-ack")
-        self.source.ack({k: tuple(v) for k, v in ranges.items()})
+        self.source.ack({k: (v[0], v[1]) for k, v in ranges.items()})
 
     def _idleness(self, i: int, idle_after: int, out: Emit, made: list) -> None:
         clock = self.clock

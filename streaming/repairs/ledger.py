@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from sqlalchemy import select, update
@@ -173,8 +174,8 @@ def run_ledger_repairs(store: Store, key: RepairKey | None = None) -> dict:
     key = key or resolve_key(store.url)
     c = RR.c
     pending = store.rows(select(RR).where(c.status == "pending").order_by(c.request_id))
-    summary = {"key": key.describe(), "pending": len(pending), "held": [], "repaired": [],
-               "published": [], "unchanged": [], "waiting": []}
+    summary: dict[str, Any] = {"key": key.describe(), "pending": len(pending), "held": [],
+                               "repaired": [], "published": [], "unchanged": [], "waiting": []}
     verified: dict[tuple[str, int], list[dict]] = {}
     held_rows = []
     for r in pending:
@@ -214,7 +215,8 @@ def run_ledger_repairs(store: Store, key: RepairKey | None = None) -> dict:
                 prev_content = {k: v for k, v in prev.items() if k not in ("revision", "status")}
             else:
                 prev, prev_content = None, None
-            if prev_content is not None and payload_hash(prev_content) == payload_hash(content):
+            if (last is not None and prev_content is not None
+                    and payload_hash(prev_content) == payload_hash(content)):
                 fact_key = last["fact_key"]
                 note = "rebuilt from the archive: no change to the published revision"
                 summary["unchanged"].append(fact_key)

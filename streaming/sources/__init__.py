@@ -4,6 +4,7 @@ JetStream is the production source. Both present records as (topic, partition, o
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -13,7 +14,7 @@ def open_source(location: str, topics: list[str], arrival_fields: dict[str, str]
     (optionally `?stream=NAME`) is NATS JetStream."""
     if location.startswith("nats://"):
         from .nats import NatsSource
-        source = NatsSource(location, topics, arrival_fields)
+        source: Any = NatsSource(location, topics, arrival_fields)
     else:
         from .filelog import FileLog
         source = FileLog(location, topics, arrival_fields)

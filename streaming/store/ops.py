@@ -4,25 +4,26 @@
 from __future__ import annotations
 
 import os
-from operator import itemgetter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from datetime import UTC, datetime
+from operator import itemgetter
+from typing import Any
 
 import orjson
 from sqlalchemy import Table, create_engine, event, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from . import schema as S
+from . import tables as _tables  # noqa: F401  (registers pipeline tables)
 from .accounting import source_accounting
 from .versions import StoreVersionError, prepare
-from . import tables as _tables  # noqa: F401  (registers pipeline tables)
 
 DEFAULT_STORE_URL = "sqlite:///.riskstream/ops.sqlite"
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def dumps(obj: Any) -> str:
@@ -290,7 +291,9 @@ class Store:
         with self.engine.begin() as conn:
             r = conn.execute(S.runs.insert().values(pipeline=pipeline, started_at=now_iso(),
                                                     settings=dumps(settings)))
-            return r.inserted_primary_key[0]
+            pk = r.inserted_primary_key
+            assert pk is not None  # an insert into a table with an autoincrement key
+            return int(pk[0])
 
     def finish_run(self, run_id: int, result: dict) -> None:
         with self.engine.begin() as conn:
@@ -397,7 +400,7 @@ class Store:
 
     def table_counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:
-            return {name: conn.execute(select(func.count()).select_from(t)).scalar()
+            return {name: int(conn.execute(select(func.count()).select_from(t)).scalar() or 0)
                     for name, t in S.metadata.tables.items()}
 
 
