@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from dagster import DagsterInstance
 
+from streaming.join_held import held_entry_sets, watermark_wait
 from streaming.join_rebuild import entry_sets
 
 from .definitions import build_defs
@@ -29,6 +30,8 @@ class RepairOutcome:
     entry_ids: list[int]
     run_id: str
     success: bool
+    waiting: str | None = None  # why the set was not run: the watermark has not passed it
+    held_reason: str | None = None  # for a retry: why the set was held
 
 
 def resources_for(store_url: str | None = None, warehouse_path: str | None = None) -> dict:
@@ -52,12 +55,17 @@ def _console(level: str | None) -> dict:
 
 def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
                 instance: DagsterInstance | None = None,
-                log_level: str | None = None) -> list[RepairOutcome]:
-    """Run the rebuild job once per pending entry set; returns one outcome per run."""
+                log_level: str | None = None, retry_held: bool = False) -> list[RepairOutcome]:
+    """Run the rebuild job once per pending entry set (and, with `retry_held`, once per held
+    set); returns one outcome per set. A set whose interval the live watermarks have not passed
+    is not run: its outcome says what it waits for."""
     res = resources_for(store_url, warehouse_path)
     store = res["store"].open()
     try:
-        sets = entry_sets(store)
+        sets = [(s, None, watermark_wait(store, s.entry_ids)) for s in entry_sets(store)]
+        if retry_held:
+            sets += [(h.entry_set(), "; ".join(h.reasons), watermark_wait(store, h.entry_ids))
+                     for h in held_entry_sets(store)]
         ledger = pending_ledger_requests(store)
         receipts = pending_receipt_records(store)
     finally:
@@ -66,15 +74,20 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
              len(sets), len(ledger), len(receipts))
     if not (sets or ledger or receipts):
         return []
+    out = [RepairOutcome(s.run_key, s.merchant, s.queue_date, s.entry_ids, "", False,
+                         waiting=wait, held_reason=held)
+           for s, held, wait in sets if wait]
+    runnable = [(s, held) for s, held, wait in sets if not wait]
+    if not (runnable or ledger or receipts):
+        return out
     own = instance is None
     instance = instance or _instance()
     defs = build_defs(res)
     job = defs.get_job_def("replay_rebuild")
     known = set(instance.get_dynamic_partitions(str(replay_dates.name)))
-    new_dates = sorted({s.queue_date for s in sets} - known)
+    new_dates = sorted({s.queue_date for s, _ in runnable} - known)
     if new_dates:
         instance.add_dynamic_partitions(str(replay_dates.name), new_dates)
-    out = []
     try:
         for name, prefix, ids in (("ledger_repair", "ledger", ledger),
                                   ("receipt_repair", "receipts", receipts)):
@@ -87,16 +100,17 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
             out.append(RepairOutcome(key, "", "", [], result.run_id, result.success))
             log.info("%s run %s (%s): %s", name, result.run_id, key,
                      "succeeded" if result.success else "failed")
-        for s in sets:
+        for s, held in runnable:
+            key = s.run_key + (":retry" if held else "")
             result = job.execute_in_process(
                 run_config={**rebuild_run_config(entry_ids=s.entry_ids), **_console(log_level)},
                 partition_key=s.queue_date,
                 instance=instance, raise_on_error=False,
-                tags={"dagster/run_key": s.run_key, "riskstream/merchant": s.merchant})
-            out.append(RepairOutcome(s.run_key, s.merchant, s.queue_date, s.entry_ids,
-                                     result.run_id, result.success))
-            log.info("replay_rebuild run %s (%s, %s %s): %s", result.run_id, s.run_key,
-                     s.merchant, s.queue_date, "succeeded" if result.success else "failed")
+                tags={"dagster/run_key": key, "riskstream/merchant": s.merchant})
+            out.append(RepairOutcome(key, s.merchant, s.queue_date, s.entry_ids,
+                                     result.run_id, result.success, held_reason=held))
+            log.info("replay_rebuild run %s (%s, %s %s): %s", result.run_id, key, s.merchant,
+                     s.queue_date, "succeeded" if result.success else "failed")
     finally:
         if own:
             instance.dispose()

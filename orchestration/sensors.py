@@ -1,4 +1,6 @@
-"""The replay-queue sensor: pending entry sets become rebuild runs.
+"""The replay-queue sensor: pending entry sets become rebuild runs, and held sets whose
+blocking cause is gone (a new generation, a newer correction, resolved gate blockers) are
+retried, with the hold reason and the cause in the run's tags.
 
 One run key per entry set (pipeline, merchant, date and a digest of its entry ids), so a tick
 that sees the same set again requests nothing new. The cursor is the highest queue entry id
@@ -11,6 +13,7 @@ from dagster import (DefaultSensorStatus, RunRequest, SensorEvaluationContext, S
                      SkipReason, sensor)
 from sqlalchemy import select
 
+from streaming.join_held import held_entry_sets, retry_cause
 from streaming.join_rebuild import entry_sets
 from streaming.store import schema as S
 from streaming.store.tables_ledger import ledger_repair_requests
@@ -39,14 +42,35 @@ def replay_queue_sensor(context: SensorEvaluationContext, store: StoreResource):
     cursor = int(context.cursor or 0)
     with store.session() as st:
         sets = entry_sets(st)
+        held = [(h, retry_cause(st, h)) for h in held_entry_sets(st)]
     known = set(context.instance.get_dynamic_partitions(str(replay_dates.name)))
     requests, new_dates, new_cursor = plan_requests(sets, cursor, known)
+    retries = plan_retries(held)
+    requests += retries
     if not requests:
-        return SkipReason(f"no pending entry set beyond queue entry {cursor}")
+        waiting = "; ".join(h.describe() for h, _ in held)
+        return SkipReason(f"no pending entry set beyond queue entry {cursor}"
+                          + (f"; held until their cause is gone: {waiting}" if waiting else ""))
     return SensorResult(
         run_requests=requests, cursor=str(new_cursor),
         dynamic_partitions_requests=[replay_dates.build_add_request(new_dates)] if new_dates
         else [])
+
+
+def _tag(text: str) -> str:
+    return text if len(text) <= 250 else text[:247] + "..."
+
+
+def plan_retries(held) -> list[RunRequest]:
+    """One retry request per held entry set whose blocking cause is gone; its run key derives
+    from the cause, so the same cause never requests twice."""
+    return [RunRequest(run_key=h.retry_run_key(cause), partition_key=h.queue_date,
+                       run_config=rebuild_run_config(entry_ids=h.entry_ids),
+                       tags={"riskstream/merchant": h.merchant,
+                             "riskstream/entries": ",".join(map(str, h.entry_ids)),
+                             "riskstream/held_reason": _tag("; ".join(h.reasons)),
+                             "riskstream/retry_cause": _tag(cause)})
+            for h, cause in held if cause]
 
 
 def pending_ledger_requests(store) -> list[str]:

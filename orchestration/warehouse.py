@@ -11,7 +11,8 @@ same DuckDB transaction as the rows:
           next ingest takes rows whose inserting transaction is not older than the previous
           snapshot's xmin, i.e. every transaction that might still have been running. Re-read
           rows are ignored by the natural key.
-Small tables whose rows change status (replay queue, generations, pointers) are replaced whole.
+Small tables whose rows change status (replay queue, generations, pointers) or that stay small
+(sink exceptions, gate decisions) are replaced whole.
 
 Candidate tables are named by generation id (candidates.pairs_<gid>, ...); the views in schema
 `rebuild` point at the candidate of the running rebuild (one rebuild at a time: the warehouse
@@ -37,7 +38,9 @@ APPEND_ONLY = {
     "quarantine": ("pipeline", "topic", "partition", "offset"),
     "journal": ("pipeline", "seq"),
 }
-REPLACED = ("replay_queue", "generations", "generation_pointers")
+# Sink exceptions and the decisions on gate blockers feed the release gates (docs/gates.md).
+REPLACED = ("replay_queue", "generations", "generation_pointers", "sink_exceptions",
+            "gate_decisions")
 INGESTED = tuple(APPEND_ONLY) + REPLACED
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ reference in the same run (as a ratio), written as JSON and printed as a table.
 Settings (env): RISKSTREAM_BENCH_DIR (default .riskstream/bench), RISKSTREAM_BENCH_OUT
 (default bench/results/bench.json), RISKSTREAM_BENCH_EVENTS (default 100000),
 RISKSTREAM_BENCH_NAIVE_EVENTS (default 10000; the naive P x S scan is quadratic),
-RISKSTREAM_BENCH_SECTIONS (default join,ledger,receipts,nats,rebuild),
+RISKSTREAM_BENCH_SECTIONS (default join,ledger,receipts,nats,rebuild,follow),
 RISKSTREAM_BENCH_REBUILD_EVENTS (default 200000; the issue's figure is for 1,000,000)."""
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def main() -> int:
     naive_n = int(os.environ.get("RISKSTREAM_BENCH_NAIVE_EVENTS", "10000"))
     rebuild_n = int(os.environ.get("RISKSTREAM_BENCH_REBUILD_EVENTS", "200000"))
     sections = [s.strip() for s in os.environ.get(
-        "RISKSTREAM_BENCH_SECTIONS", "join,ledger,receipts,nats,rebuild").split(",") if s]
+        "RISKSTREAM_BENCH_SECTIONS", "join,ledger,receipts,nats,rebuild,follow").split(",") if s]
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir, exist_ok=True)
     results: dict = {"machine": {"python": platform.python_version(),
@@ -187,7 +187,7 @@ def main() -> int:
         try:
             if name == "join":
                 results[name] = bench_join(workdir, n, naive_n)
-            elif name == "nats":
+            elif name in ("nats", "follow"):
                 try:
                     socket.create_connection(("127.0.0.1", 4222), timeout=1).close()
                 except OSError:

@@ -56,7 +56,8 @@ def test_dbt_build_passes_offline_from_a_clean_copy(seed_dir, tmp_path):
         ranges = con.execute("SELECT topic, sum(read), sum(routed_to_repair), sum(pending), "
                              "bool_and(closes) FROM main.rec_source_ranges GROUP BY topic "
                              "ORDER BY topic").fetchall()
-    assert gates == [("join", "accounting_closes", True), ("join", "one_current_row_per_key", True),
+    assert gates == [("join", "accounting_closes", True), ("join", "no_open_sink_exceptions", True),
+                     ("join", "one_current_row_per_key", True),
                      ("join", "queued_records_accounted", True)]
     assert [(t, q, p, c) for t, _, q, p, c in ranges] == [("payments", 1, 1, True),
                                                           ("risk_signals", 0, 0, True)]

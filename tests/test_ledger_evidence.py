@@ -113,3 +113,32 @@ def test_pictures_are_written(packet):
         width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
         assert width >= 1000 and height >= 480
         assert os.path.getsize(path) == ev["pictures"][name]["bytes"] > 30_000
+
+
+def test_crash_replay_transcript_and_sink_idempotency(packet):
+    out, ev, urls = packet
+    c = ev["crash_replay"]
+    assert ev["checks"]["crash_replay_idempotent"] and c["holds"]
+    uninterrupted, crashed, rerun = c["transcript"]
+    assert crashed["command"].endswith(f"--crash-at {c['crash_at']}")
+    assert uninterrupted["exit_code"] == 0 and crashed["exit_code"] == 137
+    assert rerun["exit_code"] == 0
+    said = " ".join(rerun["stdout"])
+    assert f"no-op {c['rerun_noop']}, rejected 0" in said
+    assert c["rerun_noop"] >= c["crashed_batch_facts"] > 0
+    assert c["restored_from_checkpoint"]["journal_seq"] == c["checkpointed_batch"]
+    # Read back from the two stores the transcript names.
+    stores = os.path.join(out, "stores")
+
+    def facts(name):
+        return _with_store(f"sqlite:///{os.path.join(stores, name + '.sqlite')}",
+                           lambda s: ({(f["fact_key"], f["payload_hash"])
+                                       for f in s.facts("ledger")},
+                                      s.sink_exception_rows("ledger")))
+    crash_facts, crash_exc = facts("crash")
+    base_facts, _ = facts("uninterrupted")
+    assert crash_facts == base_facts and crash_exc == []
+    assert len(crash_facts) == c["facts"]["uninterrupted"]
+    md = open(os.path.join(out, "evidence.md"), encoding="utf-8").read()
+    assert f"no-op {c['rerun_noop']}, rejected 0" in md
+    assert f"$ riskstream ledger run --source" in md and "(exit 137)" in md

@@ -73,6 +73,15 @@ def test_gate_outcomes_and_conflicting_content(seed, store_url, tmp_path):
     assert active_by_receipt(store_url)[victim]["model_revision"] == original["model_revision"]
     packet = with_store(store_url, incident_packet)
     assert [e["fact_key"] for e in packet["exceptions"]["sink"]] == [original["fact_key"]]
+    # The open exception holds the gate until a recorded decision resolves it.
+    gate = with_store(store_url, release_gate)
+    assert gate["result"] == "hold:open-exceptions", gate
+    [blocker] = gate["blockers"]
+    assert blocker["kind"] == "sink_exception" and blocker["status"] == "open"
+    assert original["fact_key"] in blocker["detail"]
+    riskstream("exceptions", "resolve", "--store", store_url, "--id", blocker["id"],
+               "--decision", "keep-existing", "--by", "release-reviewer",
+               "--reason", "a second writer; the committed decision stands")
     assert with_store(store_url, release_gate)["result"] == "accept:reconciled"
     # 4. A second chain for a receipt (a new key with no predecessor link): duplicate output.
     rogue = _decision_as(original, other, original["scoring_revision"] + 1, None)

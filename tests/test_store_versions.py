@@ -74,8 +74,8 @@ def test_new_store_is_created_at_head_and_equals_the_metadata(store_factory):
 def test_readers_never_create_a_store(store_factory, tmp_path):
     url = store_factory()
     out = cli("join", "pairs", "--store", url)
-    assert out.returncode == 5 and out.stdout == ""
-    assert out.stderr.startswith("error: there is no store at ")
+    assert out.returncode == 7 and out.stdout == ""
+    assert out.stderr.startswith("error: no riskstream store at ")
     assert len(out.stderr.strip().splitlines()) == 1
     if url.startswith("sqlite"):
         assert not os.path.exists(url.split("///", 1)[1])
@@ -116,7 +116,7 @@ def test_newer_revision_is_refused_naming_both(store_factory, tmp_path):
     for args in (("join", "run", "--source", src, "--store", url),
                  ("join", "pairs", "--store", url), ("store", "upgrade", "--store", url)):
         out = cli(*args)
-        assert out.returncode == 5, (args, out.stderr)
+        assert out.returncode == 9, (args, out.stderr)
         (line,) = out.stderr.strip().splitlines()
         assert "revision 9999_future" in line and f"newest is {head_revision()}" in line
     # Nothing was written by the refused run.

@@ -27,3 +27,9 @@ from {{ model }}
 where not affected
   and (delta_payments <> 0 or delta_matched_payments <> 0 or delta_matched_amount <> 0)
 {% endtest %}
+
+{% test not_empty(model) %}
+-- Fail closed: a gate with nothing to judge (no pipeline has read anything) does not pass.
+select 'nothing to judge: the model has no rows' as reason
+where not exists (select 1 from {{ model }})
+{% endtest %}

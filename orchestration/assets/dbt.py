@@ -12,7 +12,10 @@ from dagster import AssetExecutionContext, AssetKey, Failure
 from dagster_dbt import (DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource,
                          dbt_assets)
 
+from streaming.gates import hold_reason
 from streaming.join_generations import hold_entries, mark_validated
+from streaming.join_held import candidate_nothing_to_judge
+from streaming.join_published import PIPELINE
 
 from ..partitions import replay_dates
 from ..resources import WAREHOUSE_POOL, StoreResource, WarehouseResource, dbt_project
@@ -79,6 +82,8 @@ def rebuild_diff_models(context: AssetExecutionContext, dbt: DbtCliResource,
     failed = failed_nodes(results)
     st = store.open()
     try:
+        blocked = None if failed else (hold_reason(st, PIPELINE)
+                                       or candidate_nothing_to_judge(meta))
         if failed:
             reason = "blocking check failed: " + ", ".join(failed)
             hold_entries(st, meta["entry_ids"], meta["generation_id"], reason)
@@ -86,6 +91,13 @@ def rebuild_diff_models(context: AssetExecutionContext, dbt: DbtCliResource,
             if errored_models(results):
                 # A model that did not build has no check to block on: fail the step instead.
                 raise Failure(description=reason)
+        elif blocked:
+            # Fail closed: open gate blockers of the join (a sink exception, an accounting
+            # gap) hold publication until a recorded decision resolves them; a candidate with
+            # nothing to judge is held too.
+            hold_entries(st, meta["entry_ids"], meta["generation_id"], blocked)
+            context.log.warning(f"generation {meta['generation_id']} held: {blocked}")
+            raise Failure(description=blocked)
         else:
             mark_validated(st, meta["generation_id"])
     finally:

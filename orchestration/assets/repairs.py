@@ -19,7 +19,10 @@ def ledger_repairs(context: AssetExecutionContext, store: StoreResource):
     except RepairKeyMissing as exc:
         raise Failure(description=str(exc)) from exc
     context.log.info(f"ledger repairs: {summary}")
+    if summary["blocked"]:
+        raise Failure(description=f"no repair applied: {summary['blocked']}")
     return MaterializeResult(metadata={
+        "still_held": summary["still_held"],
         "pending": summary["pending"], "repaired": len(summary["repaired"]),
         "held": MetadataValue.json(summary["held"]),
         "published": MetadataValue.json(summary["published"]),

@@ -6,7 +6,7 @@ import click
 import orjson
 
 from streaming.cli.common import needs_extra, require_extra, store_option
-from streaming.store.ops import open_store
+from streaming.cli.common import open_store
 
 
 @click.command("incident")

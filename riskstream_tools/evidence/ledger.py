@@ -8,6 +8,9 @@ under the output directory, with the settings the ledger demo uses:
   pressure  background payments at a steady rate through the sink throttle: the backlog
             calculation and the backlog trace
 
+and, through the command line, an uninterrupted and a crashed-then-restored run of the scenario
+log (`ledger_crash.py`): the checkpoint/restore transcript and the sink-idempotency proof.
+
 Every section is read back from those stores; OUT/ receives evidence.json, evidence.md,
 backlog_drain.png and revisions.png."""
 
@@ -32,6 +35,7 @@ from streaming.timeutil import parse_utc_us, us_to_iso
 from ..references.ledger import reference_totals
 from ..workloads.ledger_seed import generate
 from .join_runs import fresh_store_url
+from .ledger_crash import crash_section
 from .ledger_markdown import render
 from .ledger_plots import draw_all
 
@@ -187,11 +191,13 @@ def run_ledger_evidence(out: str, settings: LedgerEvidenceSettings | None = None
     finally:
         store.dispose()
         p_store.dispose()
+    evidence["crash_replay"] = crash_section(src, store_dir)
     evidence["pictures"] = draw_all(out, evidence)
     checks = {"backlog_drained": evidence["backlog"]["holds"],
               "oracle_agrees": evidence["oracle"]["holds"],
               "scenario_reconciles": evidence["reconciliation"]["scenario"]["holds"],
               "pressure_reconciles": evidence["reconciliation"]["pressure"]["holds"],
+              "crash_replay_idempotent": evidence["crash_replay"]["holds"],
               "named_windows_corrected": all(
                   any(r["status"] == "corrected" for r in evidence["revisions"]
                       if f"{r['account_id']}|{r['event_hour']}" == w)

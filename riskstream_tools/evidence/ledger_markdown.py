@@ -61,6 +61,33 @@ def render(ev: dict) -> str:
         L += rec["equations"]
         L += ["```", ""]
 
+    c = ev["crash_replay"]
+    L += ["## Checkpoint, crash and restore: the sink is idempotent", "",
+          f"Verdict: **{_verdict(c['holds'])}**. The scenario log run three times through the "
+          f"command line with batches of {c['batch_size']} and a checkpoint every "
+          f"{c['checkpoint_every']} records: uninterrupted, crashed with `--crash-at "
+          f"{c['crash_at']}` (batch committed, no checkpoint after it: it wrote "
+          f"{c['crashed_batch_facts']} facts), and rerun. The rerun restored checkpoint "
+          f"{c['restored_from_checkpoint']['id'] if c['restored_from_checkpoint'] else '-'} "
+          f"(journal {c['checkpointed_batch']}), replayed {c['rerun_replayed_batches']} "
+          f"batch(es) from the journal and wrote the crashed batch's facts again: **no-op "
+          f"{c['rerun_noop']}, rejected {c['rerun_rejected']}**, {c['sink_exceptions']} sink "
+          f"exceptions; the fact set {'equals' if c['fact_set_equals_uninterrupted'] else 'DIFFERS FROM'}"
+          f" the uninterrupted run's ({c['facts']['after_rerun']} vs "
+          f"{c['facts']['uninterrupted']} facts).", "",
+          "Checkpoints before the rerun: " + ", ".join(
+              f"{x['id']} at journal {x['journal_seq']}" for x in c["before_rerun"]["checkpoints"])
+          + f" (last committed batch {c['before_rerun']['journal_seq']}); after: " + ", ".join(
+              f"{x['id']} at journal {x['journal_seq']}" for x in c["after_rerun"]["checkpoints"])
+          + f" (last committed batch {c['after_rerun']['journal_seq']}).", "",
+          "Transcript:", "", "```"]
+    for t in c["transcript"]:
+        L.append(f"$ {t['command']}")
+        L += t["stdout"]
+        L += [f"(stderr) {line}" for line in t["stderr"]]
+        L.append(f"(exit {t['exit_code']})")
+    L += ["```", ""]
+
     L += ["## Checkpoint meta", ""]
     for name, ck in ev["checkpoint"].items():
         if ck is None:

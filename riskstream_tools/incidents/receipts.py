@@ -25,6 +25,8 @@ from streaming.store import schema as S
 from streaming.store.ops import Store, loads
 from streaming.timeutil import US_PER_MIN, us_to_iso
 
+from .receipts_reference import reference_check, render_lines
+
 HELD_LAG_US = 3 * US_PER_MIN
 
 
@@ -155,9 +157,11 @@ def incident_packet(store: Store) -> dict:
                      for r in store.sink_exception_rows(PIPELINE)],
             "quarantine": [{k: r[k] for k in ("partition", "offset", "reason", "detail")}
                            for r in store.quarantine_rows(PIPELINE)],
-            "held_reconciliation": [r for r in queue_rows if r["status"] == "held"]},
+            "held_reconciliation": [r for r in queue_rows if r["status"] == "held"],
+            "blockers": gate["blockers"]},
         "store_disconnects": disconnects(seen),
         "release_gate": gate,
+        "reference_check": reference_check(store),
     }
 
 
@@ -165,6 +169,8 @@ def render_text(p: dict) -> str:
     L = ["Incident packet: receipt scorer", ""]
     L.append(f"Release gate: {p['release_gate']['result']} (live {p['release_gate']['live']}, "
              f"repaired {p['release_gate']['repaired']})")
+    if p["release_gate"]["hold_reason"]:
+        L.append(f"  {p['release_gate']['hold_reason']}")
     s = p["state"]
     L.append(f"State: checkpoint {s['checkpoint_id']} at journal {s['journal_seq']} "
              f"(last committed {s['last_journal_seq']}), schema {s['state_schema']}, "
@@ -214,6 +220,14 @@ def render_text(p: dict) -> str:
         L.append(f"  sink: {r['fact_key']} rejected ({r['reason']}; kept {r['existing_hash']})")
     for r in e["quarantine"]:
         L.append(f"  quarantine: p{r['partition']}@{r['offset']} {r['reason']} {r['detail']}")
+    L.append(f"Gate blockers: {sum(b['status'] == 'open' for b in e['blockers'])} open, "
+             f"{sum(b['status'] == 'resolved' for b in e['blockers'])} resolved")
+    for b in e["blockers"]:
+        d = b["decision"]
+        L.append(f"  {b['id']} {b['kind']} {b['status']}: {b['detail']}"
+                 + (f"; decision {d['decision']} by {d['decided_by']} at {d['decided_at']}: "
+                    f"{d['reason']}" if d else ""))
+    L.extend(render_lines(p["reference_check"]))
     L.append("Store disconnects (inferred from occurrence vs upload times):")
     for d in p["store_disconnects"]:
         L.append(f"  {d['store_id']} (p{d['partition']}): online until {d['last_online_receipt']}, "

@@ -15,6 +15,9 @@ import orjson
 
 from ..store.ops import DEFAULT_STORE_URL
 
+# A source that cannot be opened (missing, unreachable, malformed) ends a run with this code.
+SOURCE_UNAVAILABLE_EXIT = 5
+
 store_option = click.option(
     "--store", "store_url", envvar="RISKSTREAM_STORE_URL", default=DEFAULT_STORE_URL,
     show_default=True, help="Operational store URL (sqlite:///... or postgresql://...).")
@@ -41,6 +44,16 @@ source_option = click.option(
 
 format_option = click.option("--format", "fmt", type=click.Choice(["csv", "json"]),
                              default="csv", show_default=True)
+
+
+def open_store(url: str) -> Store:
+    """The existing store at `url`: every command that reads, judges or repairs refuses a
+    missing or uninitialized store (exit 7) and creates nothing."""
+    from ..store.presence import StoreMissing, open_existing
+    try:
+        return open_existing(url)
+    except StoreMissing as exc:
+        fail(str(exc), exc.exit_code)
 
 
 # The top-level modules each optional extra brings, for `needs_extra`'s message.

@@ -6,8 +6,7 @@ from __future__ import annotations
 import click
 
 from ..join_published import GENERATION_COLUMNS, generation_rows
-from ..store.ops import open_store
-from .common import emit_rows, format_option, store_option
+from .common import emit_rows, format_option, open_store, store_option
 
 
 @click.group()

@@ -10,11 +10,11 @@ from ..host.loop import Worker
 from ..host.settings import RunSettings
 from ..pipelines.join import SPEC
 from ..sources.filelog import SourceError
-from ..store.ops import loads, open_store
-from .common import (emit_rows, fail, format_option, progress_bar, run_settings, source_option,
-                     store_option)
+from ..store.ops import loads
+from .common import (SOURCE_UNAVAILABLE_EXIT, emit_rows, fail, format_option, open_store,
+                     progress_bar, run_settings, source_option, store_option)
+from .follow import follow_options, follow_settings, follow_summary, run_follow
 
-SOURCE_UNAVAILABLE_EXIT = 5
 
 PAIR_COLUMNS = ["payment_id", "signal_id", "pair_id", "status", "payment_rev", "signal_rev",
                 "rule_version", "merchant_id", "payment_time", "signal_time"]
@@ -52,13 +52,18 @@ def run_pipeline(spec, settings: RunSettings, quiet: bool = False):
 @click.option("--ttl-minutes", type=float, default=None,
               help="Too-short TTL demonstration: evict by source-time age (loses matches).")
 @click.option("--end-of-stream", is_flag=True, help="Finalize: advance every watermark to the end.")
+@follow_options
 @click.option("--quiet", is_flag=True)
 def run(source, store_url, checkpoint_every, batch_size, crash_at, idle_after, ttl_minutes,
-        end_of_stream, quiet):
-    """Run (or resume) the live join over a file log until it is drained."""
+        end_of_stream, follow, max_batch_delay, worker, outage_limit, quiet):
+    """Run (or resume) the live join over a source until it is drained, or follow it."""
     settings = run_settings(source, store_url, crash_at, checkpoint_every, batch_size,
                             idle_after=idle_after, ttl_minutes=ttl_minutes,
                             end_of_stream=end_of_stream)
+    following = follow_settings(follow, max_batch_delay, worker, outage_limit)
+    if following is not None:
+        click.echo(follow_summary("join", run_follow(SPEC, settings, following, quiet)))
+        return
     res = run_pipeline(SPEC, settings, quiet)
     st = res.metrics.get("state", {})
     peak = st.get("peak", {})

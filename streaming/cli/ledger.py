@@ -9,8 +9,10 @@ import click
 import orjson
 
 from ..host.crash import CRASH_POINTS
-from ..store.ops import loads, open_store
-from .common import echo_json, emit_rows, fail, format_option, run_settings, store_option
+from ..store.ops import loads
+from .common import (echo_json, emit_rows, fail, format_option, open_store, run_settings,
+                     source_option, store_option)
+from .follow import follow_options, follow_settings
 
 WINDOW_COLUMNS = ["account_id", "event_hour", "revision", "total_cents", "payment_count",
                   "risk_count", "status", "fact_key", "predecessor_key"]
@@ -22,7 +24,7 @@ def ledger() -> None:
 
 
 @ledger.command()
-@click.option("--source", required=True, type=click.Path(exists=True, file_okay=False))
+@source_option
 @store_option
 @click.option("--sink-rate", type=float, default=None,
               help="Throttle: records per second of worker clock the sink commits.")
@@ -34,10 +36,11 @@ def ledger() -> None:
 @click.option("--checkpoint-every", type=int, default=1000, show_default=True)
 @click.option("--batch-size", type=int, default=500, show_default=True)
 @click.option("--end-of-stream", is_flag=True, help="Finalize every window.")
+@follow_options
 @click.option("--quiet", is_flag=True)
 def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, checkpoint_every,
-        batch_size, end_of_stream, quiet):
-    """Run (or resume) the ledger over a file log until it is drained."""
+        batch_size, end_of_stream, follow, max_batch_delay, worker, outage_limit, quiet):
+    """Run (or resume) the ledger over a source until it is drained, or follow it."""
     from ..host.throttle import ThrottleSettings
     from ..pipelines.ledger import make_spec, run_extra
     from ..repairs.ledger import RepairKeyMissing, resolve_key
@@ -56,6 +59,12 @@ def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, ch
         fail(str(exc))
     settings = run_settings(source, store_url, crash_at, checkpoint_every, batch_size,
                             end_of_stream=end_of_stream, extra=run_extra(key), throttle=throttle)
+    following = follow_settings(follow, max_batch_delay, worker, outage_limit)
+    if following is not None:
+        from .follow import follow_summary, run_follow
+        click.echo(follow_summary("ledger", run_follow(make_spec(key), settings, following,
+                                                       quiet)))
+        return
     res = run_pipeline(make_spec(key), settings, quiet)
     for line in summary_lines(res):
         click.echo(line)
@@ -114,23 +123,53 @@ def windows(store_url, include_all, fmt):
 
 @ledger.command()
 @store_option
+@click.option("--retry-held", is_flag=True,
+              help="Verify held requests again (a request still failing stays held); every "
+                   "attempt is recorded.")
+@click.option("--id", "ids", multiple=True,
+              help="With --retry-held: only these held request IDs (repeatable).")
 @click.option("--json", "as_json", is_flag=True)
-def repair(store_url, as_json):
-    """Verify signed repair requests, rebuild final account-hours and publish corrections."""
-    from ..repairs.ledger import RepairKeyMissing, resolve_key, run_ledger_repairs
+def repair(store_url, retry_held, ids, as_json):
+    """Verify signed repair requests, rebuild final account-hours and publish corrections.
+    Exits 1 when anything is held (now or from an earlier run) or the ledger has open
+    blockers or never ran."""
+    from ..gates import pipeline_ran
+    from ..repairs.ledger import (RepairKeyMissing, resolve_key, run_ledger_repairs)
+    from ..store.tables_ledger import ledger_repair_requests as RR
+    if ids and not retry_held:
+        fail("--id needs --retry-held")
     try:
         key = resolve_key(store_url)
     except RepairKeyMissing as exc:
         fail(str(exc), exc.exit_code)
-    s = run_ledger_repairs(open_store(store_url), key)
+    if key.source == "dev":
+        click.echo(f"ledger repair uses the development key ({key.describe()}): it applies only "
+                   f"requests signed with that key", err=as_json)
+    store = open_store(store_url)
+    if not pipeline_ran(store, "ledger"):
+        fail("nothing to repair: the ledger has committed no batch in this store", 1)
+    if ids:
+        known = {r["request_id"]: r["status"] for r in store.rows(
+            RR.select().where(RR.c.request_id.in_(list(ids))))}
+        wrong = [i for i in ids if known.get(i) != "held"]
+        if wrong:
+            fail("not held: " + ", ".join(f"{i} ({known.get(i, 'unknown')})" for i in wrong))
+    s = run_ledger_repairs(store, key, retry_held=retry_held, ids=list(ids) or None)
     if as_json:
         echo_json(s)
-        return
-    click.echo(f"ledger repair ({s['key']}): {s['pending']} pending; repaired "
-               f"{len(s['repaired'])}, held {len(s['held'])}, waiting {len(s['waiting'])}; "
-               f"published {', '.join(s['published']) or 'nothing'}")
-    for h in s["held"]:
-        click.echo(f"  held {h['request_id']}: {h['reason']}")
+    else:
+        click.echo(f"ledger repair ({s['key']}): {s['pending']} pending"
+                   f"{', ' + str(len(s['retried'])) + ' held retried' if retry_held else ''}; "
+                   f"repaired {len(s['repaired'])}, held {len(s['held'])}, waiting "
+                   f"{len(s['waiting'])}; published {', '.join(s['published']) or 'nothing'}")
+        for h in s["held"]:
+            click.echo(f"  held {h['request_id']}: {h['reason']}")
+    if s["blocked"]:
+        fail(f"no repair applied: {s['blocked']}", 1)
+    if s["still_held"]:
+        fail(f"{s['still_held']} repair {'request is' if s['still_held'] == 1 else 'requests are'}"
+             f" held; see the reasons above or `riskstream ledger repair --retry-held` once "
+             f"the cause is fixed", 1)
 
 
 @ledger.command()
@@ -139,13 +178,21 @@ def reconcile(store_url):
     """Per partition range: read = accepted + duplicate + stale + quarantined + routed."""
     from ..pipelines.ledger_accounting import equation
     from ..pipelines.ledger_accounting import reconcile as rec
-    rows = rec(open_store(store_url))
+    store = open_store(store_url)
+    rows = rec(store)
     if not rows:
         fail("nothing to reconcile: the ledger has not read any record", 1)
     for r in rows:
         click.echo(equation(r))
     if not all(r["closes"] for r in rows):
         fail("reconciliation does not close", 1)
+    from ..gates import open_blockers
+    found = open_blockers(store, "ledger")
+    if found:
+        fail(f"hold:open-exceptions: {len(found)} open gate "
+             f"{'blocker' if len(found) == 1 else 'blockers'} "
+             f"({', '.join(b.blocker_id for b in found[:10])}); resolve each with `riskstream "
+             f"exceptions resolve`", 1)
 
 
 @ledger.command()

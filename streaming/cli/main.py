@@ -9,6 +9,7 @@ import logging
 import click
 
 from ..store.versions import StoreVersionError
+from . import exceptions as exceptions_cmds
 from . import generations as generations_cmds
 from . import join as join_cmds
 from . import ledger as ledger_cmds
@@ -33,7 +34,7 @@ def configure_logging(level: str) -> None:
 
 class RiskstreamGroup(click.Group):
     """Ends any command on a store it cannot use (missing, older or newer schema) with one
-    line naming the revisions and exit code 5."""
+    line naming the revisions and exit code 9."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -61,6 +62,8 @@ for cmd in ops_cmds.COMMANDS:
 for cmd in generations_cmds.COMMANDS:
     cli.add_command(cmd)
 cli.add_command(receipts_cmds.receipts)
+for cmd in exceptions_cmds.COMMANDS:
+    cli.add_command(cmd)
 cli.add_command(receipts_cmds.model)
 cli.add_command(store_cmds.store)
 load_plugins(cli)

@@ -24,23 +24,40 @@ def nats() -> None:
               help="File-log recording: DIR/<topic>/p<N>.jsonl.")
 @url_option
 @click.option("--recreate", is_flag=True, help="Delete the stream first if it exists.")
+@click.option("--rate", type=float, default=None,
+              help="Messages per second, paced steadily (default: as fast as acknowledged).")
+@click.option("--pipeline", type=click.Choice(["join", "ledger", "receipts"]), default=None,
+              help="Re-key: route each record by this pipeline's key, partition = "
+                   "crc32(utf-8 key) mod --partitions (needed for --worker I/N).")
+@click.option("--partitions", type=int, default=None,
+              help="With --pipeline: partitions of every keyed topic.")
+@click.option("--topics", default=None,
+              help="Comma-separated topics to publish (default: every topic of DIR).")
 @click.option("--partitioner", default="recorded", show_default=True,
-              help="Name of the key->partition function the producers used; stored in the "
-                   "stream layout and compared on restore ('recorded' keeps the recording's "
-                   "own routing).")
+              help="Name of the key->partition function the producers used, when the "
+                   "recording's own routing is kept; stored in the stream layout and compared "
+                   "on restore.")
 @click.option("--quiet", is_flag=True)
-def publish(source, url, recreate, partitioner, quiet):
-    """Publish a file-log recording into a new stream, in replay order."""
-    from ..sources.nats_publish import PublishError, publish_file_log
+def publish(source, url, recreate, rate, pipeline, partitions, topics, partitioner, quiet):
+    """Append a file-log recording to a stream (created when missing), in replay order."""
+    from ..sources.nats_publish import PublishError, Routing, publish_file_log
+    if (pipeline is None) != (partitions is None):
+        fail("--pipeline and --partitions go together")
+    if partitions is not None and partitions < 1:
+        fail("--partitions must be >= 1")
+    routing = Routing(pipeline, partitions)
     try:
         with progress_bar("nats publish", enabled=None if not quiet else False) as cb:
-            summary = publish_file_log(source, url, recreate=recreate,
-                                       partitioner=partitioner, progress=cb)
+            summary = publish_file_log(
+                source, url, recreate=recreate, partitioner=partitioner, progress=cb,
+                rate=rate, routing=routing,
+                topics=[t for t in topics.split(",") if t] if topics else None)
     except PublishError as exc:
         fail(str(exc))
-    click.echo(f"published {summary['messages']} messages to stream {summary['stream']!r} at "
+    click.echo(f"published {summary['messages']} messages ({summary['duplicates']} duplicates "
+               f"dropped by message ID) to stream {summary['stream']!r} at "
                f"{summary['server']} in {summary['seconds']:.2f}s "
-               f"(created {summary['stream_created']})")
+               f"(created {summary['stream_created']}; partitioner {summary['partitioner']})")
     for subject, n in summary["subjects"].items():
         click.echo(f"  {subject}: {n}")
 

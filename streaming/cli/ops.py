@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..store.ops import open_store
 from ..timeutil import us_to_iso
-from .common import echo_json, emit_rows, format_option, store_option
+from .common import open_store, echo_json, emit_rows, format_option, store_option
 
 QUEUE_COLUMNS = ["pipeline", "queue_date", "topic", "event_id", "revision", "reason",
                  "watermark_at_arrival", "status", "partition", "offset", "key", "event_time",
@@ -34,7 +33,9 @@ def queue_list(store_url, pipeline, status, fmt):
 
 @click.command()
 @store_option
-@click.option("--pipeline", default=None, help="One pipeline (default: the latest of each).")
+@click.option("--pipeline", default=None,
+              help="One pipeline, or one scaled-out worker as PIPELINE@I/N (default: the latest "
+                   "of each pipeline and worker).")
 @click.option("--trace", is_flag=True, help="The whole trace over time instead of the last.")
 def metrics(store_url, pipeline, trace):
     """The last metrics snapshot as JSON."""

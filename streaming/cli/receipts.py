@@ -7,9 +7,10 @@ import orjson
 
 from ..host.crash import CRASH_POINTS
 from ..models.registry import DEFAULT_MODEL_DIR, MODEL_DIR_ENV, ModelError, Registry
-from ..store.ops import open_store
 from ..timeutil import TimeFormatError, parse_utc_us
-from .common import echo_json, emit_rows, fail, format_option, run_settings, store_option
+from .common import (echo_json, emit_rows, fail, format_option, open_store, run_settings,
+                     source_option, store_option)
+from .follow import follow_options, follow_settings
 
 DECISION_COLUMNS = ["receipt_id", "scoring_revision", "model_revision", "score", "decision",
                     "feature_count_7m", "feature_amount_7m", "watermark", "state_cutoff",
@@ -27,7 +28,7 @@ def receipts() -> None:
 
 
 @receipts.command()
-@click.option("--source", required=True, type=click.Path(exists=True, file_okay=False))
+@source_option
 @store_option
 @model_dir_option
 @click.option("--crash-at", default=None, help=f"POINT:K, POINT in {', '.join(CRASH_POINTS)}")
@@ -37,16 +38,22 @@ def receipts() -> None:
               help="Minutes of source time a caught-up shard must be quiet to be idle.")
 @click.option("--end-of-stream", is_flag=True,
               help="Finalize: advance the watermark to the end and score every receipt.")
+@follow_options
 @click.option("--quiet", is_flag=True)
 def run(source, store_url, model_dir, crash_at, checkpoint_every, batch_size, idle_after,
-        end_of_stream, quiet):
-    """Run (or resume) the live scorer over a file log until it is drained."""
+        end_of_stream, follow, max_batch_delay, worker, outage_limit, quiet):
+    """Run (or resume) the live scorer over a source until it is drained, or follow it."""
     from ..pipelines.receipts import SPEC
     from .join import run_pipeline
     settings = run_settings(source, store_url, crash_at, checkpoint_every, batch_size,
                             idle_after=idle_after, end_of_stream=end_of_stream,
                             extra={"model_dir": model_dir})
+    following = follow_settings(follow, max_batch_delay, worker, outage_limit)
     try:
+        if following is not None:
+            from .follow import follow_summary, run_follow
+            click.echo(follow_summary("receipts", run_follow(SPEC, settings, following, quiet)))
+            return
         res = run_pipeline(SPEC, settings, quiet)
     except ModelError as exc:
         fail(str(exc), exc.exit_code)
@@ -123,6 +130,8 @@ def release(store_url, as_json):
         echo_json(g)
     else:
         click.echo(g["result"])
+        if g["hold_reason"]:
+            click.echo(f"  {g['hold_reason']}")
         click.echo(f"  live: {g['live']} ({g['live_outputs']} outputs for "
                    f"{g['eligible_receipts']} on-time eligible receipts)")
         click.echo(f"  repaired: {g['repaired']} ({g['repaired_outputs']} outputs for "

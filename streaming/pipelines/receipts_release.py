@@ -9,12 +9,15 @@ gate applies it at run time, applied twice):
                  output_keys = receipt_id of each active decision whose chain began live.
   repaired part  events = the reconciliation records; no exclusions;
                  output_keys = receipt_id of each active decision whose chain began in repair.
-The overall result is the first hold (duplicate output before missing-or-extra), else accept."""
+The overall result is the first hold (duplicate output before missing-or-extra), else accept.
+Before both: nothing to judge (the scorer never committed a batch or accepted no receipt)
+holds; after both: open gate blockers hold (docs/gates.md)."""
 
 from __future__ import annotations
 
 from sqlalchemy import select
 
+from ..gates import HOLD_BLOCKED, HOLD_NOTHING, blockers, hold_reason
 from ..operators.receipts import KIND, PIPELINE
 from ..store import schema as S
 from ..store.ops import Store, loads
@@ -87,15 +90,25 @@ def release_gate(store: Store) -> dict:
     repaired = receipt_stream_release([{"event_id": rid} for rid in sorted(late)],
                                       repair_keys, set())
     results = (live, repaired)
-    if "hold:duplicate-output" in results:
+    # Fail closed: a store the scorer never wrote, or one with nothing to judge, holds; so
+    # does any open blocker (sink exception, accounting gap) until a decision resolves it.
+    hold = hold_reason(store, PIPELINE)
+    if hold is None and not seen:
+        hold = f"{HOLD_NOTHING}: the receipt scorer has accepted no receipt"
+    if hold and hold.startswith(HOLD_NOTHING):
+        overall = HOLD_NOTHING
+    elif "hold:duplicate-output" in results:
         overall = "hold:duplicate-output"
     elif "hold:missing-or-extra-output" in results:
         overall = "hold:missing-or-extra-output"
+    elif hold:
+        overall = HOLD_BLOCKED
     else:
         overall = "accept:reconciled"
     eligible = set(seen) - late
     return {
-        "result": overall, "live": live, "repaired": repaired,
+        "result": overall, "hold_reason": hold, "live": live, "repaired": repaired,
+        "blockers": [b.as_dict() for b in blockers(store, PIPELINE)],
         "eligible_receipts": len(eligible), "reconciliation_records": len(late),
         "live_outputs": len(live_keys), "repaired_outputs": len(repair_keys),
         "duplicate_outputs": sorted({k for k in live_keys + repair_keys

@@ -4,11 +4,21 @@ A request is signed with HMAC-SHA256 over the canonical JSON (sorted keys) of it
 fields in `SIGNED_FIELDS`. The key comes from RISKSTREAM_REPAIR_KEY; on SQLite a run without it
 uses a published development key and says so in its metadata; on PostgreSQL it refuses.
 
-`run_ledger_repairs(store, key=None)` verifies every pending request, holds unsigned or tampered
-ones with the reason, rebuilds each affected final account-hour from the archive (latest
+`run_ledger_repairs(store, key=None)` verifies every pending request (and, when asked, the held
+ones again), holds unsigned or tampered ones with the reason, rebuilds each affected final account-hour from the archive (latest
 included revision per payment, category versions effective at each payment's time) and
 publishes the corrected revision with a predecessor link, marking its requests repaired, in one
-transaction per account-hour. It is shared by the CLI and the orchestration layer."""
+transaction per account-hour. It is shared by the CLI and the orchestration layer.
+
+Verification is more than the signature:
+  - the archived record the request names must still hash to the signed `subject_hash` (the
+    signature protects the amount only if the archive is checked against it), and every
+    archived payment a rebuild reads must still match its own stored hash;
+  - a run with the development key (no RISKSTREAM_REPAIR_KEY) verifies only requests that were
+    signed with the development key in a store whose ledger never ran with a configured key;
+    a request signed under a configured key is never verified with the development key.
+Every verification is recorded in `ledger_repair_attempts`; a held request stays held until a
+retry (`riskstream ledger repair --retry-held`) verifies it."""
 
 from __future__ import annotations
 
@@ -21,12 +31,14 @@ from typing import Any
 import orjson
 from sqlalchemy import select, update
 
-from ..contracts import payload_hash
+from ..contracts import canonical_hash, payload_hash
+from ..gates import HOLD_BLOCKED, hold_reason
 from ..operators.ledger import (CATEGORIES, PAYMENTS, RETENTION_US, window_content,
                                 window_fact, window_logical_key)
 from ..operators.ledger_categories import CategoryVersions, VersionRejected
 from ..store import schema as S
 from ..store.ops import Store, now_iso, write_facts
+from ..store.tables_ledger import ledger_repair_attempts as RA
 from ..store.tables_ledger import ledger_repair_requests as RR
 from ..timeutil import NEG_INF, US_PER_HOUR, parse_utc_us
 
@@ -90,6 +102,57 @@ def verify(key: RepairKey, row: dict) -> str | None:
     return None
 
 
+def archived_hash(payload_text: str) -> str:
+    """The hash of an archived payload as stored now (recomputed, not read from its column)."""
+    return canonical_hash(orjson.loads(payload_text))[1]
+
+
+def verify_subject(conn, row: dict) -> str | None:
+    """None when the archived record the request names still is the one that was signed."""
+    a = S.archive.c
+    found = conn.execute(select(a.event_id, a.revision, a.payload, a.payload_hash).where(
+        a.pipeline == PIPELINE, a.topic == row["topic"], a.partition == row["partition"],
+        a.offset == row["offset"])).mappings().first()
+    where = f"{row['topic']}:{row['partition']}:{row['offset']}"
+    if found is None:
+        return f"subject_missing: no archived record at {where}"
+    if (found["event_id"], found["revision"]) != (row["subject_id"], row["subject_revision"]):
+        return (f"subject_mismatch: the archive holds {found['event_id']} revision "
+                f"{found['revision']} at {where}, the request names {row['subject_id']} revision "
+                f"{row['subject_revision']}")
+    now = archived_hash(found["payload"])
+    if now != row["subject_hash"] or found["payload_hash"] != row["subject_hash"]:
+        return (f"subject_changed: the archived payload at {where} hashes to {now}, the signed "
+                f"subject_hash is {row['subject_hash']} (the archive was altered after signing)")
+    return None
+
+
+def configured_key_used(store: Store) -> bool:
+    """True when a ledger run of this store signed with a configured key."""
+    r = S.runs.c
+    return any(str(orjson.loads(row["settings"]).get("repair_key", "")).startswith("env")
+               for row in store.rows(select(r.settings).where(r.pipeline == PIPELINE)))
+
+
+def key_policy(key: RepairKey, row: dict, env_store: bool) -> str | None:
+    """None when this run's key may verify the request at all."""
+    if key.source == "dev" and row["key_source"] != "dev":
+        return (f"dev_key_refused: the request was signed under a configured key "
+                f"(key_source={row['key_source']}); a run without {KEY_ENV} never verifies it "
+                f"with the development key")
+    if key.source == "dev" and env_store:
+        return (f"dev_key_refused: a ledger run of this store signed with a configured key; "
+                f"a request claiming the development key is not applied without {KEY_ENV}")
+    if key.source == "env" and row["key_source"] != "env":
+        return ("key_source_mismatch: the request was signed with the development key; this "
+                f"run verifies with the configured key ({KEY_ENV})")
+    return None
+
+
+class ArchiveChanged(RuntimeError):
+    """An archived payment no longer matches its stored hash: the rebuild would be wrong."""
+
+
 # ---------------------------------------------------------------------------- rebuild
 def _category_versions(store: Store) -> CategoryVersions:
     a = S.archive.c
@@ -141,6 +204,15 @@ def rebuild_window(conn, account: str, hour_us: int, included_positions: set,
             cur = latest.get(r["event_id"])
             if cur is None or r["revision"] > cur["revision"]:
                 latest[r["event_id"]] = r
+    stored = {(r["partition"], r["offset"]): r["payload_hash"] for r in _rows(conn, select(
+        a.partition, a.offset, a.payload_hash).where(
+        a.pipeline == PIPELINE, a.topic == PAYMENTS,
+        a.event_id.in_(sorted(latest))))} if latest else {}
+    for r in latest.values():
+        if archived_hash(r["payload"]) != stored.get((r["partition"], r["offset"])):
+            raise ArchiveChanged(
+                f"archive_changed: the archived payment {r['event_id']} at {PAYMENTS}:"
+                f"{r['partition']}:{r['offset']} no longer matches its stored hash")
     payments = []
     held_ids = []
     for pid in sorted(latest):
@@ -169,29 +241,73 @@ def _latest_fact(conn, logical_key: str) -> dict | None:
     return dict(row) if row else None
 
 
-def run_ledger_repairs(store: Store, key: RepairKey | None = None) -> dict:
-    """Verify and apply every pending ledger repair request. Returns a summary."""
+def run_ledger_repairs(store: Store, key: RepairKey | None = None, retry_held: bool = False,
+                       ids: list[str] | None = None) -> dict:
+    """Verify and apply every pending ledger repair request (with `retry_held`, the held ones
+    again; `ids` narrows the retry to those requests). Returns a summary; `still_held` counts
+    the requests left held in the store after the run."""
     key = key or resolve_key(store.url)
     c = RR.c
-    pending = store.rows(select(RR).where(c.status == "pending").order_by(c.request_id))
-    summary: dict[str, Any] = {"key": key.describe(), "pending": len(pending), "held": [],
-                               "repaired": [], "published": [], "unchanged": [], "waiting": []}
-    verified: dict[tuple[str, int], list[dict]] = {}
-    held_rows = []
-    for r in pending:
-        why = verify(key, r)
-        if why:
-            held_rows.append((r["request_id"], why))
-        else:
-            verified.setdefault((r["account_id"], r["hour_us"]), []).append(r)
-    if held_rows:
-        with store.engine.begin() as conn:
-            for rid, why in held_rows:
-                conn.execute(update(RR).where(c.request_id == rid, c.status == "pending")
-                             .values(status="held", status_reason=why))
-        summary["held"] = [{"request_id": rid, "reason": why} for rid, why in held_rows]
-    if not verified:
+    statuses = ("pending", "held") if retry_held else ("pending",)
+    candidates = store.rows(select(RR).where(c.status.in_(statuses)).order_by(c.request_id))
+    if ids:
+        wanted = set(ids)
+        candidates = [r for r in candidates if r["status"] == "pending" or
+                      r["request_id"] in wanted]
+    summary = {"key": key.describe(), "key_source": key.source,
+               "pending": sum(r["status"] == "pending" for r in candidates),
+               "retried": [r["request_id"] for r in candidates if r["status"] == "held"],
+               "held": [], "repaired": [], "published": [], "unchanged": [], "waiting": [],
+               "blocked": None, "still_held": 0}
+    blocked = hold_reason(store, PIPELINE)
+    if blocked and blocked.startswith(HOLD_BLOCKED):
+        # Open blockers of the ledger hold every publication until a decision resolves them.
+        summary["blocked"] = blocked
+        summary["still_held"] = _held_count(store)
         return summary
+    env_store = key.source == "dev" and configured_key_used(store)
+    verified: dict[tuple[str, int], list[dict]] = {}
+    attempts: list[dict] = []
+    held_rows = []
+    stamp = now_iso()
+    with store.engine.connect() as conn:
+        for r in candidates:
+            why = key_policy(key, r, env_store) or verify(key, r) or verify_subject(conn, r)
+            attempts.append({"request_id": r["request_id"], "attempted_at": stamp,
+                             "key_source": key.source, "retry": int(r["status"] == "held"),
+                             "result": "held" if why else "verified", "reason": why})
+            if why:
+                held_rows.append((r["request_id"], why))
+            else:
+                verified.setdefault((r["account_id"], r["hour_us"]), []).append(r)
+    with store.engine.begin() as conn:
+        if attempts:
+            conn.execute(RA.insert(), attempts)
+        for rid, why in held_rows:
+            conn.execute(update(RR).where(c.request_id == rid, c.status.in_(statuses))
+                         .values(status="held", status_reason=why))
+    summary["held"] = [{"request_id": rid, "reason": why} for rid, why in held_rows]
+    if verified:
+        _apply(store, key, verified, summary, statuses)
+    summary["still_held"] = _held_count(store)
+    return summary
+
+
+def _held_count(store: Store) -> int:
+    c = RR.c
+    return len(store.rows(select(c.request_id).where(c.status == "held")))
+
+
+def _hold(conn, reqs: list[dict], why: str, statuses: tuple, summary: dict) -> None:
+    c = RR.c
+    for r in reqs:
+        conn.execute(update(RR).where(c.request_id == r["request_id"], c.status.in_(statuses))
+                     .values(status="held", status_reason=why))
+        summary["held"].append({"request_id": r["request_id"], "reason": why})
+
+
+def _apply(store: Store, key: RepairKey, verified: dict, summary: dict, statuses: tuple) -> None:
+    c = RR.c
     cats = _category_versions(store)
     wm = _payments_watermark(store)
     done = store.rows(select(c.topic, c.partition, c.offset).where(c.status == "repaired"))
@@ -209,7 +325,11 @@ def run_ledger_repairs(store: Store, key: RepairKey | None = None) -> dict:
             if not final:
                 summary["waiting"].extend(r["request_id"] for r in reqs)
                 continue  # the live path may still publish this window: repair it once final
-            content, _ = rebuild_window(conn, account, hour_us, included, cats)
+            try:
+                content, _ = rebuild_window(conn, account, hour_us, included, cats)
+            except ArchiveChanged as exc:
+                _hold(conn, reqs, str(exc), statuses, summary)
+                continue
             if last is not None:
                 prev = orjson.loads(last["payload"])
                 prev_content = {k: v for k, v in prev.items() if k not in ("revision", "status")}
@@ -234,8 +354,7 @@ def run_ledger_repairs(store: Store, key: RepairKey | None = None) -> dict:
             stamp = now_iso()
             for r in reqs:
                 conn.execute(update(RR).where(c.request_id == r["request_id"],
-                                              c.status == "pending")
+                                              c.status.in_(statuses))
                              .values(status="repaired", status_reason=note,
                                      corrected_fact_key=fact_key, repaired_at=stamp))
             summary["repaired"].extend(r["request_id"] for r in reqs)
-    return summary

@@ -22,6 +22,7 @@ from sqlalchemy import select, update
 
 from ..models.pins import latest_pin, record_pin
 from ..models.registry import Model, Registry
+from ..gates import hold_reason
 from ..operators.receipts import KIND, PIPELINE, WINDOW_US, decision_fact
 from ..store import schema as S
 from ..store.ops import Store, loads, write_facts
@@ -36,6 +37,11 @@ def _require_quiescent(store: Store) -> dict | None:
     ck = store.latest_checkpoint(PIPELINE)
     last = store.last_journal_seq(PIPELINE)
     covered = ck["journal_seq"] if ck else 0
+    # Fail closed: nothing to judge, or open gate blockers (a sink exception, an accounting
+    # gap) of the scorer, and no repair publishes anything.
+    hold = hold_reason(store, PIPELINE)
+    if hold:
+        raise RepairRefused(f"{hold}; nothing was written.")
     if last > covered:
         raise RepairRefused(
             f"the receipt scorer committed batches up to {last} but its latest checkpoint covers "

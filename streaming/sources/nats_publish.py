@@ -10,15 +10,26 @@ every later message of its subject."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import os
 import re
 import time
+import zlib
+from dataclasses import dataclass
 from typing import Callable
 
 from .filelog import FileLog, SourceError
 from .nats import NatsLocation, connect, decode_layout, encode_layout, run_private
 
 DEFAULT_PARTITIONER = "recorded"
+# The field each pipeline partitions a topic by (its key); topics not listed for a pipeline
+# (reference data) keep the recording's routing.
+PARTITION_KEYS: dict[str, dict[str, str]] = {
+    "join": {"payments": "merchant_id", "risk_signals": "merchant_id"},
+    "ledger": {"payments": "account_id"},
+    "receipts": {"receipts": "merchant_id"},
+}
 # Publishes in flight before waiting for acknowledgements.
 PUBLISH_WINDOW = 512
 _PART_RE = re.compile(r"^p\d+\.jsonl$")
@@ -45,16 +56,82 @@ def _arrival_fields(topics: list[str]) -> dict[str, str]:
     return {t: CONTRACTS[t].arrival_time_field for t in topics if t in CONTRACTS}
 
 
+def recording_digest(log: FileLog) -> str:
+    """A short content hash of the recording: the prefix of its message IDs, so publishing
+    the same recording again is de-duplicated and another recording never collides."""
+    h = hashlib.sha256()
+    for tp in log.tps():
+        h.update(f"{tp[0]}/{tp[1]}/{log.end_offset(tp)}:".encode())
+        h.update(log.fingerprint(tp, log.end_offset(tp)).encode())
+    return h.hexdigest()[:16]
+
+
+def partition_of(key: bytes, partitions: int) -> int:
+    """The stated key -> partition function: CRC-32 (zlib, IEEE) of the key's UTF-8 bytes,
+    modulo the partition count."""
+    return zlib.crc32(key) % partitions
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Where each recorded line goes. `recorded`: the recording's own partition. `keyed`: the
+    pipeline's key field (PARTITION_KEYS) through `partition_of` into `partitions` partitions;
+    topics without a key field for the pipeline (reference data) keep their recorded routing.
+    A line whose key cannot be read (malformed, missing field) is routed by its raw bytes, so
+    it still reaches a worker, which quarantines it with its position."""
+
+    pipeline: str | None = None
+    partitions: int | None = None
+
+    @property
+    def name(self) -> str:
+        if self.pipeline is None:
+            return DEFAULT_PARTITIONER
+        return f"crc32/{self.pipeline}/{self.partitions}"
+
+    def layout(self, recorded: dict[str, int]) -> dict[str, int]:
+        if self.pipeline is None:
+            return dict(recorded)
+        keys = PARTITION_KEYS[self.pipeline]
+        return {t: (self.partitions if t in keys else n) for t, n in recorded.items()}
+
+    def partition(self, raw) -> int:
+        if self.pipeline is None:
+            return raw.partition
+        field_name = PARTITION_KEYS[self.pipeline].get(raw.topic)
+        if field_name is None:
+            return raw.partition
+        obj = raw.obj
+        key = obj.get(field_name) if isinstance(obj, dict) else None
+        data = key.encode() if isinstance(key, str) else raw.line
+        return partition_of(data, self.partitions)
+
+
 def publish_file_log(root: str, location: str, recreate: bool = False,
                      partitioner: str = DEFAULT_PARTITIONER,
-                     progress: Callable[[int, int], None] | None = None) -> dict:
-    """Publish the recording under `root` to the stream named by `location`. Returns a
-    summary: stream, creation time, partitions, messages per subject, seconds."""
+                     progress: Callable[[int, int], None] | None = None,
+                     rate: float | None = None, routing: Routing | None = None,
+                     topics: list[str] | None = None) -> dict:
+    """Append the recording under `root` to the stream named by `location`, creating the
+    stream (with its partition layout) when it is missing; `recreate` deletes it first. At
+    `rate` messages per second when given (paced in windows of 1/20 s), else as fast as the
+    server acknowledges. Each message carries `Nats-Msg-Id: <recording digest>/<topic>/p<N>/
+    <offset>`, so publishing the same recording again inside the stream's duplicate window
+    stores nothing twice (counted as `duplicates`). Returns a summary: stream, creation time,
+    partitions, messages, duplicates, messages per subject, seconds."""
     loc = NatsLocation.parse(location)
-    topics = recorded_topics(root)
+    topics = topics or recorded_topics(root)
     log = FileLog(root, topics, _arrival_fields(topics))
-    description = encode_layout(log.partition_counts, partitioner)
+    routing = routing or Routing()
+    if routing.pipeline is not None:
+        partitioner = routing.name
+    partitions = routing.layout(log.partition_counts)
+    description = encode_layout(partitions, partitioner)
     records = list(log.merged({}))
+    digest = recording_digest(log)
+    if rate is not None and rate <= 0:
+        raise PublishError("--rate must be > 0 messages per second")
+    window_size = PUBLISH_WINDOW if rate is None else max(1, min(PUBLISH_WINDOW, int(rate / 20)))
     t0 = time.perf_counter()
 
     async def publish() -> dict:
@@ -64,50 +141,70 @@ def publish_file_log(root: str, location: str, recreate: bool = False,
         try:
             js = nc.jetstream(timeout=loc.timeout_s)
             try:
-                await js.stream_info(loc.stream)
+                info = await js.stream_info(loc.stream, subjects_filter=f"{loc.stream}.>")
                 exists = True
             except NotFoundError:
                 exists = False
-            if exists and not recreate:
-                raise PublishError(f"stream {loc.stream!r} already exists at "
-                                   f"{loc.server_address}; pass --recreate to replace it")
-            if exists:
+            if exists and recreate:
                 await js.delete_stream(loc.stream)
-            await js.add_stream(StreamConfig(
-                name=loc.stream, subjects=[f"{loc.stream}.>"], description=description,
-                retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,
-                discard=DiscardPolicy.NEW, max_msgs=-1, max_bytes=-1, max_age=0,
-                deny_delete=True, deny_purge=True))
+                exists = False
+            before: dict[str, int] = {}
+            if exists:
+                layout = decode_layout(loc.stream, info.config.description)
+                if layout["partitions"] != partitions or layout.get("partitioner") != partitioner:
+                    raise PublishError(
+                        f"stream {loc.stream!r} has layout {layout['partitions']} by "
+                        f"{layout.get('partitioner')!r}; this recording would be published as "
+                        f"{partitions} by {partitioner!r}: refusing to mix layouts in one stream")
+                before = dict(info.state.subjects or {})
+            else:
+                await js.add_stream(StreamConfig(
+                    name=loc.stream, subjects=[f"{loc.stream}.>"], description=description,
+                    retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,
+                    discard=DiscardPolicy.NEW, max_msgs=-1, max_bytes=-1, max_age=0,
+                    deny_delete=True, deny_purge=True))
             last_seq = 0
-            for start in range(0, len(records), PUBLISH_WINDOW):
-                window = records[start:start + PUBLISH_WINDOW]
+            duplicates = 0
+            added: dict[str, int] = {}
+            for start in range(0, len(records), window_size):
+                window = records[start:start + window_size]
+                subjects = [loc.subject(r.topic, routing.partition(r)) for r in window]
                 futures = [await js.publish_async(
-                    loc.subject(r.topic, r.partition), r.line,
-                    headers={"Nats-Msg-Id": f"{r.topic}/p{r.partition}/{r.offset}"})
-                    for r in window]
-                for r, fut in zip(window, futures):
+                    subject, r.line,
+                    headers={"Nats-Msg-Id": f"{digest}/{r.topic}/p{r.partition}/{r.offset}"})
+                    for r, subject in zip(window, subjects)]
+                for r, subject, fut in zip(window, subjects, futures):
                     ack = await fut
+                    if ack.duplicate:
+                        duplicates += 1
+                        continue
                     # One connection keeps publish order; the check proves it per message.
-                    if ack.duplicate or ack.seq <= last_seq:
+                    if ack.seq <= last_seq:
                         raise PublishError(f"{r.topic}/p{r.partition} offset {r.offset} was "
-                                           f"stored as sequence {ack.seq} after {last_seq}"
-                                           f"{' (duplicate)' if ack.duplicate else ''}")
+                                           f"stored as sequence {ack.seq} after {last_seq}")
                     last_seq = ack.seq
+                    added[subject] = added.get(subject, 0) + 1
                 if progress:
                     progress(start + len(window), len(records))
+                if rate is not None:
+                    ahead = t0 + (start + len(window)) / rate - time.perf_counter()
+                    if ahead > 0:
+                        await asyncio.sleep(ahead)
             info = await js.stream_info(loc.stream, subjects_filter=f"{loc.stream}.>")
         finally:
             await nc.close()
         counts = info.state.subjects or {}
-        for tp in log.tps():
-            if counts.get(loc.subject(*tp), 0) != log.end_offset(tp):
-                raise PublishError(f"{loc.subject(*tp)} holds {counts.get(loc.subject(*tp), 0)} "
-                                   f"messages, the recording {log.end_offset(tp)}")
+        for subject, n in added.items():
+            if counts.get(subject, 0) < before.get(subject, 0) + n:
+                raise PublishError(f"{subject} holds {counts.get(subject, 0)} messages, "
+                                   f"expected at least {before.get(subject, 0) + n}")
         return {"stream": loc.stream, "server": loc.server_address,
                 "stream_created": info.created.isoformat() if info.created else None,
-                "partitions": dict(log.partition_counts), "partitioner": partitioner,
-                "messages": len(records),
-                "subjects": {loc.subject(*tp): log.end_offset(tp) for tp in log.tps()},
+                "partitions": partitions, "partitioner": partitioner,
+                "messages": len(records) - duplicates, "duplicates": duplicates,
+                "appended": bool(before), "recording": digest,
+                "subjects": {loc.subject(t, p): added.get(loc.subject(t, p), 0)
+                             for t, n in sorted(partitions.items()) for p in range(n)},
                 "seconds": round(time.perf_counter() - t0, 3)}
 
     try:

@@ -36,8 +36,10 @@ def source_accounting(conn: Connection, pipeline: str) -> list[dict[str, Any]]:
     """One row per topic-partition: first/last offset, read, the five buckets and `closes`."""
     ranges: dict[tuple[str, int], list[int]] = {}
     j = S.journal.c
-    for (text,) in conn.execute(select(j.ranges).where(j.pipeline == pipeline)).all():
-        for topic, part, lo, hi in journal_ranges(orjson.loads(str(text))):
+    # Scaled-out workers journal under `<pipeline>@I/N`; their partition ranges are disjoint.
+    for (text,) in conn.execute(select(j.ranges).where(
+            (j.pipeline == pipeline) | j.pipeline.like(f"{pipeline}@%"))):
+        for topic, part, lo, hi in journal_ranges(orjson.loads(text)):
             cur = ranges.setdefault((topic, part), [lo, hi])
             cur[0] = min(cur[0], lo)
             cur[1] = max(cur[1], hi)

@@ -7,3 +7,5 @@ from . import schema  # noqa: F401
 from . import tables_receipts  # noqa: F401
 from . import tables_ledger  # noqa: F401
 from . import tables_generations  # noqa: F401
+from . import tables_gates  # noqa: F401
+from . import tables_lease  # noqa: F401

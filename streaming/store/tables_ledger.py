@@ -33,3 +33,17 @@ ledger_repair_requests = Table(
 Index("ix_ledger_repair_status", ledger_repair_requests.c.status, ledger_repair_requests.c.queue_date)
 Index("ix_ledger_repair_source", ledger_repair_requests.c.topic,
       ledger_repair_requests.c.partition, ledger_repair_requests.c.offset)
+
+# Every verification of a repair request (first run and each retry): who held or verified it
+# with which key, and why. The request row keeps only its latest status.
+ledger_repair_attempts = Table(
+    "ledger_repair_attempts", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("request_id", String(300), nullable=False),
+    Column("attempted_at", String(40), nullable=False),
+    Column("key_source", String(16), nullable=False),  # the key of this run: env | dev
+    Column("retry", Integer, nullable=False),  # 1 when the request was held before
+    Column("result", String(16), nullable=False),  # verified | held
+    Column("reason", Text),
+)
+Index("ix_ledger_repair_attempts", ledger_repair_attempts.c.request_id, ledger_repair_attempts.c.id)

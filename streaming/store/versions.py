@@ -19,15 +19,15 @@ from __future__ import annotations
 import logging
 from functools import lru_cache
 
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
+
+from .bootstrap import LOCK_NAMESPACE, SCHEMA_LOCK
 
 log = logging.getLogger(__name__)
 
 VERSION_TABLE = "riskstream_store_version"
 FIRST_REVISION = "0001"
-# pg_advisory_xact_lock key of the store's migrations (the bytes of "rs-store").
-MIGRATION_LOCK_KEY = int.from_bytes(b"rs-store", "big")
 MODES = ("create", "upgrade", "existing")
 UPGRADE_HINT = "riskstream store upgrade"
 
@@ -35,7 +35,7 @@ UPGRADE_HINT = "riskstream store upgrade"
 class StoreVersionError(RuntimeError):
     """The store cannot be used by this code as it is: missing, older or newer."""
 
-    exit_code = 5
+    exit_code = 9
 
 
 def alembic_config():
@@ -111,7 +111,8 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
     from alembic import command
     with engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE, the one writer
         if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
+            conn.execute(text("SELECT pg_advisory_xact_lock(CAST(:ns AS integer), "
+                              "CAST(:id AS integer))"), {"ns": LOCK_NAMESPACE, "id": SCHEMA_LOCK})
         rev = store_revision(conn)
         head = head_revision()
         if rev == head:

@@ -21,7 +21,8 @@ queue as (
 ),
 
 read_ranges as (
-    select pipeline, topic, partition_no,
+    -- scaled-out workers journal under `<pipeline>@I/N`; their partition ranges are disjoint
+    select split_part(pipeline, '@', 1) as pipeline, topic, partition_no,
            min(first_offset) as first_offset, max(last_offset) as last_offset
     from journal
     group by 1, 2, 3

@@ -1,0 +1,283 @@
+"""NATS JetStream, followed: the snapshot source plus a live tail.
+
+At open the source reads the stream as `NatsSource` does (everything each owned subject holds,
+so journal replay and fingerprints work by offset), then keeps one connection open on a private
+event loop with one ordered consumer per owned subject, started at the stream sequence after
+the last message of that subject it already holds. Delivered messages wait in an in-memory
+inbox until the worker polls them; polling appends them to the per-subject buffers, so a polled
+record has an offset (its index in the subject) like any other and the journal can name it.
+
+Positions never come from the broker: the worker resumes from its checkpoint and journal (per
+subject offsets, mapped to stream sequences here), and the ordered consumers are ephemeral.
+
+Scale-out: `owned` limits the subjects read to the worker's partitions; the others stay empty
+(their watermarks are set idle by the host). The assignment is part of the source identity,
+so a checkpoint taken under one assignment is refused under another."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+from dataclasses import dataclass, field
+
+import orjson
+
+from ..timeutil import NEG_INF, TimeFormatError, parse_utc_us
+from .filelog import TP, RawRecord, SourceError
+from .nats import NatsSource
+
+
+@dataclass
+class BrokerHealth:
+    """Connection events seen by the client, in wall time (for metrics and the outage bound)."""
+
+    connected: bool = True
+    disconnected_since: float | None = None
+    outages: int = 0
+    outage_seconds: float = 0.0
+    last_error: str | None = None
+    events: list = field(default_factory=list)
+
+    def down(self) -> None:
+        if self.connected:
+            self.connected = False
+            self.disconnected_since = time.monotonic()
+            self.outages += 1
+
+    def up(self) -> None:
+        if not self.connected and self.disconnected_since is not None:
+            self.outage_seconds += time.monotonic() - self.disconnected_since
+        self.connected = True
+        self.disconnected_since = None
+
+    def down_for(self) -> float:
+        if self.connected or self.disconnected_since is None:
+            return 0.0
+        return time.monotonic() - self.disconnected_since
+
+    def as_dict(self) -> dict:
+        return {"connected": self.connected, "outages": self.outages,
+                "outage_seconds": round(self.outage_seconds + self.down_for(), 3),
+                "last_error": self.last_error}
+
+
+class NatsFollowSource(NatsSource):
+    """A NATS source that keeps consuming after open. `owned` is the set of topic-partitions
+    this worker reads (None: all); `assignment` is "I/N"."""
+
+    def __init__(self, location: str, topics: list[str],
+                 arrival_field: dict[str, str] | None = None,
+                 owned: set[TP] | None = None, assignment: str = "0/1"):
+        self.owned = owned
+        self.assignment = assignment
+        self._inbox: collections.deque = collections.deque()
+        self._wakeup = threading.Event()
+        # Per subject: stream sequence of the last message queued (event-loop thread only),
+        # messages the server still holds beyond it, and the JetStream timestamp (ns since the
+        # epoch) of every live record by offset, kept until its batch is committed.
+        self._queued_seq: dict[TP, int] = {}
+        self._server_pending: dict[TP, int] = {}
+        self._stamps: dict[TP, dict[int, int]] = {}
+        self.health = BrokerHealth()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._nc = None
+        super().__init__(location, topics, arrival_field)
+        self._start_tail()
+
+    def owns(self, tp: TP) -> bool:
+        return self.owned is None or tp in self.owned
+
+    async def _fetch_subject(self, js, tp: TP, count: int) -> None:
+        if not self.owns(tp):
+            self._lines[tp] = []
+            self._seqs[tp] = []
+            return
+        await super()._fetch_subject(js, tp, count)
+
+    # -- the live tail -------------------------------------------------------------------------
+    def _start_tail(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="nats-follow",
+                                        daemon=True)
+        self._thread.start()
+        fut = asyncio.run_coroutine_threadsafe(self._subscribe(), self._loop)
+        try:
+            fut.result(timeout=self.location.timeout_s * 4)
+        except Exception as exc:
+            self.close()
+            if isinstance(exc, SourceError):
+                raise
+            raise SourceError(f"cannot follow stream {self.location.stream!r} at "
+                              f"{self.location.server_address}: {type(exc).__name__}: {exc}"
+                              ) from None
+
+    async def _subscribe(self) -> None:
+        import nats
+        from nats.js.api import ConsumerConfig, DeliverPolicy
+        loc = self.location
+        health = self.health
+
+        async def on_disconnect() -> None:
+            health.down()
+
+        async def on_reconnect() -> None:
+            health.up()
+
+        async def on_error(exc) -> None:
+            health.last_error = f"{type(exc).__name__}: {exc}"
+
+        self._nc = await nats.connect(
+            loc.server, connect_timeout=loc.timeout_s, allow_reconnect=True,
+            max_reconnect_attempts=-1, reconnect_time_wait=0.25,
+            disconnected_cb=on_disconnect, reconnected_cb=on_reconnect, error_cb=on_error)
+        js = self._nc.jetstream(timeout=loc.timeout_s)
+        for tp in self.tps():
+            if not self.owns(tp):
+                continue
+            seqs = self._seqs[tp]
+            start = seqs[-1] + 1 if seqs else 1
+            self._queued_seq[tp] = start - 1
+            self._server_pending[tp] = 0
+            self._stamps[tp] = {}
+
+            async def on_message(msg, tp=tp) -> None:
+                meta = msg.metadata
+                seq = meta.sequence.stream
+                if seq <= self._queued_seq[tp]:
+                    return  # redelivered after a consumer reset: already queued
+                self._queued_seq[tp] = seq
+                self._server_pending[tp] = meta.num_pending
+                stamp = int(meta.timestamp.timestamp() * 1e9) if meta.timestamp else 0
+                self._inbox.append((tp, seq, msg.data, stamp))
+                self._wakeup.set()
+
+            await js.subscribe(loc.subject(*tp), stream=loc.stream, ordered_consumer=True,
+                               config=ConsumerConfig(
+                                   deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                                   opt_start_seq=start),
+                               idle_heartbeat=2.0, cb=on_message)
+
+    def poll(self, max_records: int, timeout_s: float) -> list[RawRecord]:
+        """Up to `max_records` records delivered since the last poll, waiting up to `timeout_s`
+        for the first. Each gets the next offset of its subject."""
+        if not self._inbox and timeout_s > 0:
+            self._wakeup.wait(timeout_s)
+        self._wakeup.clear()
+        out: list[RawRecord] = []
+        inbox = self._inbox
+        while inbox and len(out) < max_records:
+            tp, seq, data, stamp = inbox.popleft()
+            out.append(self._append(tp, seq, data, stamp))
+        if inbox:
+            self._wakeup.set()
+        return out
+
+    def _append(self, tp: TP, seq: int, data: bytes, stamp: int) -> RawRecord:
+        seqs = self._seqs[tp]
+        if seqs and seq <= seqs[-1]:
+            raise SourceError(f"{self.location.subject(*tp)}: stream sequence {seq} delivered "
+                              f"after {seqs[-1]}")
+        lines, objs, arrivals = self._lines[tp], self._objs[tp], self._arrivals[tp]
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            obj = exc
+        prev = arrivals[-1] if arrivals else NEG_INF
+        arr = prev
+        if isinstance(obj, dict):
+            try:
+                arr = parse_utc_us(obj.get(self._arrival_field.get(tp[0], "arrival_time")))
+            except TimeFormatError:
+                arr = prev
+        # The same rule as `decode_partition`: a missing arrival keeps its predecessor's.
+        arr = max(arr, prev)
+        offset = len(lines)
+        lines.append(data)
+        seqs.append(seq)
+        objs.append(obj)
+        arrivals.append(arr)
+        if stamp:
+            self._stamps[tp][offset] = stamp
+        return RawRecord(tp[0], tp[1], offset, data, obj, arr)
+
+    def take_stamps(self, ranges: dict[str, list[int]] | dict) -> list[int]:
+        """JetStream timestamps (ns) of the live records in `ranges` ("topic:p" -> [lo, hi]),
+        forgotten once taken (their batch is committed)."""
+        out: list[int] = []
+        for tps, (lo, hi) in ranges.items():
+            topic, part = tps.rsplit(":", 1)
+            stamps = self._stamps.get((topic, int(part)))
+            if not stamps:
+                continue
+            for off in range(lo, hi + 1):
+                s = stamps.pop(off, None)
+                if s is not None:
+                    out.append(s)
+        return out
+
+    def lag(self, positions: dict[TP, int]) -> dict[str, int]:
+        """Pending messages per owned partition: held by the server beyond the last delivered
+        one, waiting in the inbox, and buffered but not yet consumed."""
+        waiting: dict[TP, int] = collections.Counter(item[0] for item in list(self._inbox))
+        out = {}
+        for tp in self.tps():
+            if not self.owns(tp):
+                continue
+            buffered = len(self._lines[tp]) - positions.get(tp, 0)
+            out[f"{tp[0]}:{tp[1]}"] = (self._server_pending.get(tp, 0) + waiting.get(tp, 0)
+                                       + max(0, buffered))
+        return out
+
+    def caught_up(self, tp: TP, offset: int, clock_us: int) -> bool:
+        """Live: caught up when nothing of tp waits in the inbox or at the server and the
+        buffered records after `offset` arrived after `clock_us`."""
+        if self._server_pending.get(tp, 0) > 0:
+            return False
+        if any(item[0] == tp for item in list(self._inbox)):
+            return False
+        return super().caught_up(tp, offset, clock_us)
+
+    # -- identity --------------------------------------------------------------------------
+    def identity(self) -> dict:
+        return {**super().identity(), "assignment": self.assignment}
+
+    def restore_refusal(self, saved: dict) -> str | None:
+        reason = super().restore_refusal(saved)
+        if reason:
+            return reason
+        was = saved.get("assignment", "0/1")
+        if was != self.assignment:
+            return (f"the checkpoint was taken by worker {was}, this worker is "
+                    f"{self.assignment}: a changed assignment needs re-keying "
+                    f"(docs/deployment.md)")
+        return None
+
+    def close(self) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        self._loop = None
+
+        async def shut() -> None:
+            if self._nc is not None:
+                try:
+                    await asyncio.wait_for(self._nc.close(), 2.0)
+                except Exception:  # closing a broken connection: nothing left to release
+                    pass
+            # The client's per-subscription housekeeping tasks outlive close(): end them here.
+            me = asyncio.current_task()
+            rest = [t for t in asyncio.all_tasks() if t is not me]
+            for t in rest:
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(shut(), loop).result(timeout=3.0)
+        except Exception:
+            pass
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=3.0)

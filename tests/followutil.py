@@ -1,0 +1,181 @@
+"""Helpers for follow-mode tests: split recordings, publish, start and stop follow workers as
+processes, wait for what they consumed, read the sink."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+from sqlalchemy import func, select
+
+from streaming.store import schema as S
+from streaming.store.ops import Store
+
+NATS_HOST, NATS_PORT = "127.0.0.1", 4222
+ENV = {"RISKSTREAM_REPAIR_KEY": "follow-test-key"}
+
+
+def new_stream_url(tag: str = "follow") -> str:
+    return f"nats://{NATS_HOST}:{NATS_PORT}?stream=rs_{tag}_{uuid.uuid4().hex[:10]}"
+
+
+def split_recording(src: str, first: str, second: str, fraction: float) -> tuple[int, int]:
+    """Cut every partition of a file-log recording at `fraction` of its lines: the prefix goes
+    to `first`, the rest to `second`, so publishing first then second gives each subject the
+    recording's own order and offsets. Returns the line counts of the two parts."""
+    counts = [0, 0]
+    for topic in sorted(os.listdir(src)):
+        tdir = os.path.join(src, topic)
+        if not os.path.isdir(tdir):
+            continue
+        for name in sorted(os.listdir(tdir)):
+            if not name.endswith(".jsonl"):
+                continue
+            with open(os.path.join(tdir, name), "rb") as fh:
+                lines = [ln for ln in fh.read().splitlines() if ln.strip()]
+            cut = int(len(lines) * fraction)
+            for i, (root, part) in enumerate(((first, lines[:cut]), (second, lines[cut:]))):
+                os.makedirs(os.path.join(root, topic), exist_ok=True)
+                with open(os.path.join(root, topic, name), "wb") as out:
+                    out.write(b"".join(ln + b"\n" for ln in part))
+                counts[i] += len(part)
+    return counts[0], counts[1]
+
+
+def recording_positions(root: str) -> set[tuple[str, int, int]]:
+    out = set()
+    for topic in sorted(os.listdir(root)):
+        tdir = os.path.join(root, topic)
+        if not os.path.isdir(tdir):
+            continue
+        for name in os.listdir(tdir):
+            if name.startswith("p") and name.endswith(".jsonl"):
+                with open(os.path.join(tdir, name), "rb") as fh:
+                    n = len([ln for ln in fh.read().splitlines() if ln.strip()])
+                out.update((topic, int(name[1:-6]), o) for o in range(n))
+    return out
+
+
+def cli(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    res = subprocess.run([sys.executable, "-m", "streaming.cli.main", *args],
+                         capture_output=True, text=True, timeout=timeout,
+                         env={**os.environ, **ENV})
+    if check:
+        assert res.returncode == 0, res.stdout + res.stderr
+    return res
+
+
+def publish(src: str, url: str, *extra: str) -> subprocess.CompletedProcess:
+    return cli("nats", "publish", "--source", src, "--url", url, "--quiet", *extra)
+
+
+def start_follow(pipeline: str, url: str, store_url: str, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "streaming.cli.main", pipeline, "run", "--source", url,
+         "--store", store_url, "--follow", "--quiet", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV})
+
+
+def stop(proc: subprocess.Popen, timeout: float = 5.0) -> tuple[int, str, str, float]:
+    """SIGTERM; returns (exit code, stdout, stderr, seconds until exit)."""
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=timeout + 10)
+    return proc.returncode, out, err, time.monotonic() - t0
+
+
+def consumed(store_url: str, pipeline: str) -> int:
+    """Records consumed by every worker of `pipeline` (journal rows of its keys)."""
+    store = Store(store_url)
+    try:
+        j = S.journal.c
+        with store.engine.connect() as conn:
+            return int(conn.execute(select(func.coalesce(func.sum(j.records), 0)).where(
+                (j.pipeline == pipeline) | j.pipeline.like(f"{pipeline}@%"))).scalar())
+    finally:
+        store.dispose()
+
+
+def wait_consumed(store_url: str, pipeline: str, n: int, procs=(), timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    got = -1
+    while time.monotonic() < deadline:
+        for p in procs:
+            if p.poll() is not None:
+                out, err = p.communicate()
+                raise AssertionError(f"worker exited {p.returncode}: {out}{err}")
+        got = consumed(store_url, pipeline)
+        if got >= n:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{pipeline}: consumed {got} of {n} records in {timeout}s")
+
+
+def sink_positions(store_url: str, pipeline: str) -> list[tuple[str, int, int]]:
+    """Every (topic, partition, offset) the sink accounts for: archive and quarantine rows."""
+    store = Store(store_url)
+    try:
+        a, q = S.archive.c, S.quarantine.c
+        rows = [(r["topic"], r["partition"], r["offset"]) for r in store.rows(
+            select(a.topic, a.partition, a.offset).where(a.pipeline == pipeline))]
+        rows += [(r["topic"], r["partition"], r["offset"]) for r in store.rows(
+            select(q.topic, q.partition, q.offset).where(q.pipeline == pipeline))]
+        return rows
+    finally:
+        store.dispose()
+
+
+def current_rows(store_url: str, pipeline: str) -> list[tuple]:
+    store = Store(store_url)
+    try:
+        v = S.current_view.c
+        return sorted((r["kind"], r["logical_key"], r["fact_key"], r["status"], r["payload"])
+                      for r in store.rows(select(S.current_view).where(v.pipeline == pipeline)))
+    finally:
+        store.dispose()
+
+
+def fact_rows(store_url: str, pipeline: str) -> list[tuple]:
+    store = Store(store_url)
+    try:
+        return sorted((f["fact_key"], f["kind"], f["logical_key"], f["status"],
+                       f["payload_hash"]) for f in store.facts(pipeline))
+    finally:
+        store.dispose()
+
+
+def wait_lease(store_url: str, key: str, pid: int, timeout: float = 30) -> None:
+    """Until the worker with `pid` holds the lease on `key` (its row names it)."""
+    from streaming.store.tables_lease import worker_leases
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        store = Store(store_url)
+        try:
+            rows = store.rows(select(worker_leases).where(worker_leases.c.lease_key == key))
+        finally:
+            store.dispose()
+        if rows and rows[0]["pid"] == pid and rows[0]["released_at"] is None:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"worker {pid} did not take the lease on {key} in {timeout}s")
+
+
+def comparable(rows: list[tuple], pipeline: str) -> list[tuple]:
+    """Current rows as compared across runs that consumed different interleavings (live
+    delivery, another worker count). A receipt decision records the watermark it was scored
+    at, which depends on when the other partitions' records were consumed (and, scaled out, on
+    the worker's partitions): the one field not decided by the records themselves. Everything
+    else must be equal."""
+    if pipeline != "receipts":
+        return rows
+    import orjson
+    out = []
+    for kind, key, fact_key, status, payload in rows:
+        p = orjson.loads(payload)
+        p.pop("watermark", None)
+        out.append((kind, key, fact_key, status, orjson.dumps(p, option=orjson.OPT_SORT_KEYS)))
+    return sorted(out)

@@ -1,0 +1,86 @@
+"""The dbt release gates fail closed: on a store no pipeline has read anything into there is no
+gate row, and the build fails (`not_empty`) instead of passing on nothing; an open sink
+exception fails its pipeline's `no_open_sink_exceptions` gate until a decision resolves it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from orchestration.warehouse import ingest
+from streaming.store.ops import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.dagster
+
+
+def _project(tmp_path):
+    project = tmp_path / "dbt_project"
+    shutil.copytree(ROOT / "dbt_project", project,
+                    ignore=shutil.ignore_patterns("target", "logs", ".user.yml"))
+    env = {**os.environ, "RISKSTREAM_DBT_PROJECT_DIR": str(project), "DO_NOT_TRACK": "1",
+           "RISKSTREAM_DUCKDB_PATH": str(tmp_path / "warehouse.duckdb")}
+    subprocess.run([sys.executable, "-m", "orchestration.prepare_dbt"], env=env, check=True,
+                   capture_output=True, timeout=180)
+    return project, env
+
+
+def _build(project, env):
+    dbt = Path(sys.executable).with_name("dbt")
+    return subprocess.run([str(dbt), "build", "--select", "tag:reconciliation", "--project-dir",
+                           str(project), "--profiles-dir", str(project)], env=env,
+                          capture_output=True, text=True, timeout=300, cwd=project)
+
+
+def test_release_gates_fail_on_an_empty_store(tmp_path):
+    project, env = _project(tmp_path)
+    store = Store(f"sqlite:///{tmp_path}/ops.sqlite")  # initialized, nothing read
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
+        counts = ingest(store, con)
+    store.dispose()
+    assert counts["facts"] == 0 and counts["archive"] == 0
+    out = _build(project, env)
+    assert out.returncode != 0, out.stdout[-3000:]
+    assert "not_empty_rec_release_gates" in out.stdout and "FAIL 1" in out.stdout
+
+
+def test_open_sink_exception_fails_the_release_gates_until_resolved(seed_dir, tmp_path):
+    from types import SimpleNamespace
+
+    from streaming.gates import resolve
+    from streaming.store.ops import write_facts
+    from tests.orchestration_helpers import live_seed
+    project, env = _project(tmp_path)
+    url = f"sqlite:///{tmp_path}/ops.sqlite"
+    live_seed(seed_dir[0], url)
+    store = Store(url)
+    f = store.facts("join", "pair")[0]
+    clash = SimpleNamespace(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
+                            status=f["status"], payload_hash="d" * 64, payload={"x": 1},
+                            predecessor_key=None)
+    with store.engine.begin() as conn:
+        assert write_facts(conn, "join", [clash], None).rejected == 1
+    warehouse = str(tmp_path / "warehouse.duckdb")
+    with duckdb.connect(warehouse) as con:
+        ingest(store, con)
+    out = _build(project, env)
+    assert out.returncode != 0 and "accepted_values_rec_release_gates_passed" in out.stdout
+    with duckdb.connect(warehouse, read_only=True) as con:
+        assert con.execute("SELECT passed, failing FROM main.rec_release_gates WHERE gate = "
+                           "'no_open_sink_exceptions'").fetchall() == [(False, 1)]
+    [exc] = store.sink_exception_rows("join")
+    resolve(store, f"sx-{exc['id']}", "keep-existing", "ops", "a test's second writer")
+    with duckdb.connect(warehouse) as con:
+        ingest(store, con)
+    store.dispose()
+    out = _build(project, env)
+    assert out.returncode == 0, out.stdout[-3000:]
+    with duckdb.connect(warehouse, read_only=True) as con:
+        assert con.execute("SELECT passed, failing FROM main.rec_release_gates WHERE gate = "
+                           "'no_open_sink_exceptions'").fetchall() == [(True, 0)]
