@@ -4,6 +4,8 @@ pipelines have pending work (for scripts, the demo and CI)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import logging
 import os
 from dataclasses import dataclass
@@ -62,7 +64,8 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
     res = resources_for(store_url, warehouse_path)
     store = res["store"].open()
     try:
-        sets = [(s, None, watermark_wait(store, s.entry_ids)) for s in entry_sets(store)]
+        sets: list[tuple[Any, str | None, str | None]] = [
+            (s, None, watermark_wait(store, s.entry_ids)) for s in entry_sets(store)]
         if retry_held:
             sets += [(h.entry_set(), "; ".join(h.reasons), watermark_wait(store, h.entry_ids))
                      for h in held_entry_sets(store)]

@@ -12,7 +12,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from dagster import ConfigurableResource
 from dagster_dbt import DbtCliResource, DbtProject
@@ -38,7 +38,7 @@ def dbt_project() -> DbtProject:
 class StoreResource(ConfigurableResource):
     """The operational store (system of record)."""
 
-    url: Optional[str] = None
+    url: str | None = None
 
     def resolved_url(self) -> str:
         return self.url or os.environ.get("RISKSTREAM_STORE_URL", DEFAULT_STORE_URL)
@@ -59,7 +59,7 @@ class StoreResource(ConfigurableResource):
 class WarehouseResource(ConfigurableResource):
     """The DuckDB file dbt builds in; one process may hold it at a time."""
 
-    path: Optional[str] = None
+    path: str | None = None
 
     def resolved_path(self) -> str:
         p = Path(self.path or os.environ.get("RISKSTREAM_DUCKDB_PATH", DEFAULT_DUCKDB_PATH))

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from streaming import join_generations as G
 from streaming import join_published as P
 from streaming.store.ops import Store
 from tests.orchestration_helpers import fresh_warehouse, live_seed, prepared_manifest

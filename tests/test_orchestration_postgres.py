@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from streaming import join_generations as G
 from streaming import join_published as P
 from streaming.store.ops import Store
 from tests.conftest import PG_ADMIN_DSN

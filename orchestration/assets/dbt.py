@@ -6,7 +6,8 @@ are partitioned by replay date and compare the running rebuild's candidate with 
 when one of their checks fails the entry set is held with the failed checks as the reason."""
 
 
-from typing import Any, Mapping, Optional
+from typing import Any
+from collections.abc import Mapping
 
 from dagster import AssetExecutionContext, AssetKey, Failure
 from dagster_dbt import (DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource,
@@ -32,7 +33,7 @@ class RiskstreamTranslator(DagsterDbtTranslator):
             return AssetKey([dbt_resource_props["source_name"], dbt_resource_props["name"]])
         return super().get_asset_key(dbt_resource_props)
 
-    def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> Optional[str]:
+    def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
         tags = dbt_resource_props.get("tags") or []
         return "rebuild" if "diff" in tags else "reconciliation"
 

@@ -3,8 +3,9 @@
 - throughput: the join's bulk workload (re-keyed, 4 partitions) is published as fast as the
   server acknowledges while one worker (then two, `--worker 0/2` and `1/2`) follows; the figure
   is records / seconds from the start of publishing until the store holds every record;
-- latency: the same at a steady 2,000 events/s (and 1,000, below the sustained rate here); the end-to-end percentiles (JetStream message
-  timestamp -> commit of its batch) come from the worker's metrics;
+- latency: the same at a steady 2,000 events/s (and 1,000, below the sustained rate here);
+  the end-to-end percentiles (JetStream message timestamp -> commit of its batch) come from
+  the worker's metrics;
 - recovery: a private PostgreSQL is stopped for 10 s while a paced producer publishes; the
   figure is the time from the server being back to the worker's next commit.
 
@@ -58,7 +59,7 @@ def _consumed(store_url: str) -> int:
         j = S.journal.c
         with eng.connect() as conn:
             return int(conn.execute(select(func.coalesce(func.sum(j.records), 0)).where(
-                (j.pipeline == "join") | j.pipeline.like("join@%"))).scalar())
+                (j.pipeline == "join") | j.pipeline.like("join@%"))).scalar() or 0)
     except Exception:  # tables not created yet, or the server is restarting
         return -1
     finally:
@@ -151,7 +152,7 @@ def _latency(rec: str, n: int, rate: int, dbs: _Databases, workdir: str) -> dict
         delete_stream(url)
     s = Store(store)
     try:
-        f = s.last_metrics("join")["follow"]
+        f = (s.last_metrics("join") or {})["follow"]
     finally:
         s.dispose()
     return {"rate_per_s": rate, "records": n, "e2e_ms": f["e2e_latency_ms"],
@@ -184,7 +185,7 @@ def _recovery(rec: str, n: int, workdir: str) -> dict:
             _stop(proc)
         s = Store(pg.url)
         try:
-            outage = s.last_metrics("join")["follow"]["store"]
+            outage = (s.last_metrics("join") or {})["follow"]["store"]
         finally:
             s.dispose()
     finally:

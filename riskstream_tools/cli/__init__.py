@@ -1,7 +1,7 @@
 """The tooling's CLI commands, added to the runtime's groups by `register` (the
 `riskstream.commands` entry point `tools`): `join|ledger|receipts generate`, `join|ledger
-evidence`, `receipts incident` and `receipts reference-check`. Only click and light modules load here; matplotlib, DuckDB and
-Dagster load inside the commands that use them."""
+evidence`, `receipts incident` and `receipts reference-check`. Only click and light modules
+load here; matplotlib, DuckDB and Dagster load inside the commands that use them."""
 
 from __future__ import annotations
 
@@ -15,11 +15,14 @@ from .workloads import join_generate, ledger_generate, receipts_generate
 
 
 def register(cli: click.Group) -> None:
-    groups = cli.commands
-    groups["join"].add_command(join_generate)
-    groups["join"].add_command(join_evidence)
-    groups["ledger"].add_command(ledger_generate)
-    groups["ledger"].add_command(ledger_evidence)
-    groups["receipts"].add_command(receipts_generate)
-    groups["receipts"].add_command(incident)
-    groups["receipts"].add_command(reference_check)
+    def group(name: str) -> click.Group:
+        g = cli.commands[name]
+        assert isinstance(g, click.Group), f"riskstream {name} is not a command group"
+        return g
+    group("join").add_command(join_generate)
+    group("join").add_command(join_evidence)
+    group("ledger").add_command(ledger_generate)
+    group("ledger").add_command(ledger_evidence)
+    group("receipts").add_command(receipts_generate)
+    group("receipts").add_command(incident)
+    group("receipts").add_command(reference_check)

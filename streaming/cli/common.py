@@ -8,12 +8,15 @@ import io
 import os
 import sys
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 import orjson
 
 from ..store.ops import DEFAULT_STORE_URL
+
+if TYPE_CHECKING:
+    from ..store.ops import Store
 
 # A source that cannot be opened (missing, unreachable, malformed) ends a run with this code.
 SOURCE_UNAVAILABLE_EXIT = 5

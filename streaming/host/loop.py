@@ -267,7 +267,7 @@ class Worker:
             elif idle_after is not None:
                 self._idleness(i, idle_after, out, made)
         if end_of_stream:
-            for t, wm in wms.items():
+            for wm in wms.values():
                 wm.end_of_stream()
             op.on_end_of_stream(out)
             self.ended = True

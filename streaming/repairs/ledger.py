@@ -5,10 +5,11 @@ fields in `SIGNED_FIELDS`. The key comes from RISKSTREAM_REPAIR_KEY; on SQLite a
 uses a published development key and says so in its metadata; on PostgreSQL it refuses.
 
 `run_ledger_repairs(store, key=None)` verifies every pending request (and, when asked, the held
-ones again), holds unsigned or tampered ones with the reason, rebuilds each affected final account-hour from the archive (latest
-included revision per payment, category versions effective at each payment's time) and
-publishes the corrected revision with a predecessor link, marking its requests repaired, in one
-transaction per account-hour. It is shared by the CLI and the orchestration layer.
+ones again), holds unsigned or tampered ones with the reason, rebuilds each affected final
+account-hour from the archive (latest included revision per payment, category versions effective
+at each payment's time) and publishes the corrected revision with a predecessor link, marking
+its requests repaired, in one transaction per account-hour. It is shared by the CLI and the
+orchestration layer.
 
 Verification is more than the signature:
   - the archived record the request names must still hash to the signed `subject_hash` (the
@@ -26,7 +27,6 @@ import hashlib
 import hmac
 import os
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 from sqlalchemy import select, update

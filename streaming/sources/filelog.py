@@ -11,7 +11,7 @@ import heapq
 import os
 import re
 from dataclasses import dataclass
-from typing import Iterator
+from collections.abc import Iterator
 
 import orjson
 

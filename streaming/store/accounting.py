@@ -39,7 +39,7 @@ def source_accounting(conn: Connection, pipeline: str) -> list[dict[str, Any]]:
     # Scaled-out workers journal under `<pipeline>@I/N`; their partition ranges are disjoint.
     for (text,) in conn.execute(select(j.ranges).where(
             (j.pipeline == pipeline) | j.pipeline.like(f"{pipeline}@%"))):
-        for topic, part, lo, hi in journal_ranges(orjson.loads(text)):
+        for topic, part, lo, hi in journal_ranges(orjson.loads(str(text))):
             cur = ranges.setdefault((topic, part), [lo, hi])
             cur[0] = min(cur[0], lo)
             cur[1] = max(cur[1], hi)
