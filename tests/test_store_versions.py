@@ -149,6 +149,40 @@ def test_two_first_starts_on_an_empty_store_do_not_race(store_factory):
     assert schema_diff(url) == []
 
 
+def test_store_at_0001_is_refused_then_upgraded_with_its_data(store_factory):
+    """A store at revision 0001 with rows in it: opening it for writing or reading is refused
+    (older), `riskstream store upgrade` migrates it to head, and the rows are still there."""
+    from alembic import command
+
+    from streaming.store.versions import alembic_config
+    url = store_factory()
+    engine = make_engine(url)
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, FIRST_REVISION)
+        conn.execute(insert(S.facts), [{
+            "pipeline": "join", "fact_key": "k1", "kind": "pair", "logical_key": "p1|s1",
+            "status": "current", "payload_hash": "h", "payload": "{}", "created_at": "t"}])
+    engine.dispose()
+    assert revision_of(url) == FIRST_REVISION != head_revision()
+    for schema in ("create", "existing"):
+        with pytest.raises(StoreVersionError, match=f"revision {FIRST_REVISION}, older than "
+                                                    f"this release's {head_revision()}"):
+            Store(url, schema=schema)
+    out = cli("join", "pairs", "--store", url)
+    assert out.returncode == 9 and "riskstream store upgrade" in out.stderr
+    out = cli("store", "upgrade", "--store", url)
+    assert out.returncode == 0, out.stderr
+    assert revision_of(url) == head_revision()
+    assert schema_diff(url) == []
+    st = Store(url, schema="existing")
+    try:
+        assert [f["fact_key"] for f in st.facts("join")] == ["k1"]
+    finally:
+        st.dispose()
+
+
 def test_store_created_before_versioning_is_adopted_and_kept(store_factory):
     """A store made by `create_all` of the first versioned schema (no version table) counts as
     revision 0001; upgrading stamps it and migrates it to head with its rows kept."""
