@@ -32,3 +32,25 @@ def test_bad_receipts_are_quarantined_with_reasons(store_url, tmp_path):
     (acct,) = with_store(store_url, lambda s: s.accounting("receipts"))
     assert (acct["read"], acct["accepted"], acct["quarantined"], acct["closes"]) == \
         (7, 2, 5, True)
+
+
+def test_receipts_out_of_bounds_are_quarantined_and_the_run_goes_on(store_url, tmp_path):
+    big1 = {**rcpt("big-1", "m1", 1), "amount_cents": 9223372036854775807}
+    big2 = {**rcpt("big-2", "m1", 2), "amount_cents": 9223372036854775807}
+    piped = rcpt("r|1", "m1", 3)
+    nul = rcpt("r\u00001", "m1", 3)
+    long_store = rcpt("long", "m1", 3, store="s" * 201)
+    respelled = {**rcpt("ok", "m1", 1), "occurred_at": rcpt("ok", "m1", 1)["occurred_at"]
+                 .replace("Z", "+00:00")}
+    lines = [orjson.dumps(o) for o in (rcpt("ok", "m1", 1), big1, big2, piped, nul, long_store,
+                                       respelled, rcpt("ok2", "m1", 4))]
+    os.makedirs(tmp_path / "log" / "receipts")
+    with open(tmp_path / "log" / "receipts" / "p0.jsonl", "wb") as fh:
+        fh.write(b"\n".join(lines) + b"\n")
+    run_scorer(tmp_path / "log", store_url, tmp_path / "models", end_of_stream=True)
+    q = with_store(store_url, lambda s: s.quarantine_rows("receipts"))
+    assert [(r["offset"], r["reason"]) for r in q] == [
+        (1, "out_of_range"), (2, "out_of_range"), (3, "bad_id"), (4, "bad_id"), (5, "bad_id")]
+    (acct,) = with_store(store_url, lambda s: s.accounting("receipts"))
+    assert (acct["read"], acct["accepted"], acct["duplicate"], acct["quarantined"],
+            acct["closes"]) == (8, 2, 1, 5, True)

@@ -9,6 +9,7 @@ import logging
 import click
 
 from ..store.versions import StoreVersionError
+from . import contracts as contracts_cmds
 from . import exceptions as exceptions_cmds
 from . import generations as generations_cmds
 from . import join as join_cmds
@@ -54,6 +55,7 @@ def cli(log_level: str) -> None:
     configure_logging(log_level)
 
 
+cli.add_command(contracts_cmds.contracts)
 cli.add_command(join_cmds.join)
 cli.add_command(ledger_cmds.ledger)
 cli.add_command(nats_cmds.nats)

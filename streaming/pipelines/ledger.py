@@ -5,34 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..contracts import PAYMENT, Contract, FieldSpec, Kind, register
+from ..contracts import MERCHANT_CATEGORY, PAYMENT
 from ..host.settings import PipelineSpec, RunSettings
 from ..operators.ledger import (CATEGORIES, MAX_BACKLOG_AGE_US, PAYMENTS, RETENTION_US,
                                 RULE_VERSION, WATERMARK_DELAY_US, LedgerOperator)
 from ..repairs.ledger import RepairKey
 
 NAME = "ledger"
-
-# Reference data: the version's publication (arrival) is its event time, so a version that takes
-# effect in the future is not mistaken for a producer clock fault; the business times are
-# effective_from / effective_to. The topic adds no watermark delay.
-MERCHANT_CATEGORY = register(Contract(
-    topic=CATEGORIES,
-    fields=(
-        FieldSpec("version_id", Kind.STR, "globally unique version ID"),
-        FieldSpec("merchant_id", Kind.STR),
-        FieldSpec("category", Kind.STR),
-        FieldSpec("high_risk", Kind.BOOL),
-        FieldSpec("effective_from", Kind.TIME, "start of the half-open range [from, to)"),
-        FieldSpec("effective_to", Kind.OPT_TIME, "end of the range; null = open until the "
-                                                 "merchant's next version"),
-        FieldSpec("arrival_time", Kind.TIME, "when the version reached the log"),
-    ),
-    id_field="version_id", key_field="merchant_id",
-    event_time_field="arrival_time", arrival_time_field="arrival_time",
-    revision_field=None, non_payload=("arrival_time",),
-    description="Effective-dated merchant category versions (half-open ranges).",
-))
 
 
 def fmt_duration(us: int) -> str:

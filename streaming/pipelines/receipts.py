@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from ..contracts import Contract, FieldSpec, Kind, register
+from ..contracts import RECEIPT
 from ..host.settings import PipelineSpec, RunSettings
 from ..models.pins import latest_pin, record_pin
 from ..models.registry import FEATURE_SCHEMA, Registry
@@ -17,23 +17,6 @@ from ..operators.receipts import (KIND, LATENESS_US, PIPELINE, RETENTION_US, STA
                                   WINDOW_US, ReceiptScorer)
 from ..store import schema as S
 from ..store.ops import Store, loads
-
-RECEIPT = register(Contract(
-    topic="receipts",
-    fields=(
-        FieldSpec("receipt_id", Kind.STR, "globally unique receipt ID"),
-        FieldSpec("store_id", Kind.STR, "the store (handheld) that issued the receipt"),
-        FieldSpec("merchant_id", Kind.STR, "the merchant owning the store (the state key)"),
-        FieldSpec("amount_cents", Kind.CENTS, "integer minor units"),
-        FieldSpec("occurred_at", Kind.TIME, "when the sale happened (UTC, zone required)"),
-        FieldSpec("uploaded_at", Kind.TIME, "when the upload reached the log"),
-    ),
-    id_field="receipt_id", key_field="merchant_id",
-    event_time_field="occurred_at", arrival_time_field="uploaded_at",
-    revision_field=None, non_payload=("uploaded_at",),
-    description="Receipts uploaded by stores, possibly long after they occurred; "
-                "partitioned by upload shard.",
-))
 
 
 def make_operator(settings: RunSettings) -> ReceiptScorer:

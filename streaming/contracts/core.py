@@ -1,0 +1,300 @@
+"""Input contracts: decode and validate a source line in one pass, with one specific reason per
+defect, and hash the record's canonical business payload.
+
+A contract is a typed `msgspec.Struct` (records.py) plus which fields are the ID, key, revision
+and times. The same struct drives the C decoder, the validator of already-parsed objects and the
+JSON Schema published to producers. Each valid line becomes a `Record`.
+
+Canonical payload: the contract's business fields (everything but redelivery metadata such as
+the arrival time and `schema_version`), keys sorted, times rewritten as the canonical UTC
+instant (`2026-10-06T09:59:00Z`, microseconds only when non-zero), scores as floats, an absent
+optional time as null. The same content spelled differently (`+02:00` vs `Z`, `.000000`, `1`
+vs `1.0`) therefore hashes equal; the hash is taken once over these bytes, which are kept."""
+
+from __future__ import annotations
+
+import hashlib
+import operator
+import typing
+from datetime import datetime, timedelta, timezone
+
+import msgspec
+import orjson
+
+from ..timeutil import US_PER_MIN
+from . import bounds as B
+from . import reasons as R
+
+# An event time more than this far after its own arrival is a producer clock fault.
+CLOCK_FAULT_US = 5 * US_PER_MIN
+
+SUPPORTED_SCHEMA_VERSIONS = B.SUPPORTED_SCHEMA_VERSIONS
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ONE_US = timedelta(microseconds=1)
+_DETAIL_MAX = 200
+_FORBIDDEN = B.FORBIDDEN_ID_CHAR
+_encode = msgspec.json.encode
+_asdict = msgspec.structs.asdict
+_blake2b = hashlib.blake2b
+_SORTED = orjson.OPT_SORT_KEYS
+_MIN_US = (B.MIN_INSTANT - _EPOCH) // _ONE_US
+_MAX_US = (B.MAX_INSTANT - _EPOCH) // _ONE_US
+
+
+class Record(msgspec.Struct, gc=False):
+    """A validated input record with its source position. (A C struct: built once per record
+    on the hot path, cheaper than a dataclass; holds no reference cycles, so no GC tracking.)"""
+
+    topic: str
+    partition: int
+    offset: int
+    id: str
+    revision: int
+    key: str
+    event_us: int
+    arrival_us: int
+    payload: dict  # canonical business fields (times as canonical ISO strings)
+    payload_hash: str  # blake2b-128 of payload_bytes
+    size: int  # bytes of the source line, used for state-bytes accounting
+    times: dict = msgspec.field(default_factory=dict)  # every time field, µs (or None)
+    payload_bytes: bytes | None = None  # the canonical JSON the hash was taken over
+
+    @property
+    def payload_json(self) -> str | None:
+        return None if self.payload_bytes is None else self.payload_bytes.decode()
+
+
+class InvalidRecord(Exception):
+    """Bad input: carries a specific, stable reason code and a human detail."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+def payload_hash(payload: dict) -> str:
+    """Hash of a business payload: canonical JSON (sorted keys), blake2b-128."""
+    return hashlib.blake2b(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS),
+                           digest_size=16).hexdigest()
+
+
+def canonical_hash(payload: dict) -> tuple[str, str]:
+    """(canonical JSON, its hash): the same bytes are hashed and stored, so they cannot drift."""
+    raw = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    return raw.decode(), hashlib.blake2b(raw, digest_size=16).hexdigest()
+
+
+def parse_line(line: bytes | str) -> dict:
+    """Parse one source line into an object (the general JSON reader, for the slow path)."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRecord(R.MALFORMED_JSON, str(exc)[:120]) from None
+    if not isinstance(obj, dict):
+        raise InvalidRecord(R.NOT_AN_OBJECT, type(obj).__name__)
+    return obj
+
+
+def quarantine_text(line: bytes) -> str:
+    """The raw line as text every store column accepts: invalid UTF-8 as `\\xNN` escapes, NUL
+    as `\\x00` (PostgreSQL text refuses NUL), everything else as it came."""
+    text = line.decode("utf-8", "backslashreplace")
+    return text.replace("\x00", "\\x00") if "\x00" in text else text
+
+
+def _kind(hint: object) -> str:
+    kind = None
+    for meta in getattr(hint, "__metadata__", ()):
+        if isinstance(meta, msgspec.Meta) and meta.extra and "kind" in meta.extra:
+            kind = meta.extra["kind"]  # the outermost kind wins
+    if kind is None:
+        raise TypeError(f"contract field type {hint!r} has no kind")
+    return kind
+
+
+class Contract:
+    """One topic's record contract: its struct and the roles of its fields."""
+
+    def __init__(self, topic: str, struct: type[msgspec.Struct], id_field: str, key_field: str,
+                 event_time_field: str, arrival_time_field: str,
+                 revision_field: str | None = "revision", non_payload: tuple[str, ...] = (),
+                 description: str | None = None):
+        self.topic = topic
+        self.struct = struct
+        self.id_field = id_field
+        self.key_field = key_field
+        self.event_time_field = event_time_field
+        self.arrival_time_field = arrival_time_field
+        self.revision_field = revision_field
+        self.non_payload = tuple(non_payload)
+        self.description = description if description is not None else \
+            " ".join((struct.__doc__ or "").split())
+        hints = typing.get_type_hints(struct, include_extras=True)
+        # (name, kind, type) in documented order; schema_version is checked first, apart.
+        self.fields = tuple((n, _kind(hints[n]), hints[n]) for n in struct.__struct_fields__
+                            if n != "schema_version")
+        self._version_type = hints["schema_version"]
+        self.decoder = msgspec.json.Decoder(struct)
+        self._times = tuple((n, n not in self.non_payload) for n, k, _ in self.fields
+                            if k in (B.TIME, B.OPT_TIME))
+        self._ids = tuple(n for n, k, _ in self.fields if k in (B.ID, B.LABEL))
+        # Not business content: dropped from the payload before it is hashed.
+        self._drop = ("schema_version", *self.non_payload)
+        ids = self._ids
+        self._get_ids = operator.attrgetter(*ids) if len(ids) > 1 else \
+            (lambda s: (getattr(s, ids[0]),))
+        names = {n for n, _, _ in self.fields}
+        for role in (id_field, key_field, event_time_field, arrival_time_field,
+                     revision_field, *self.non_payload):
+            if role is not None and role not in names:
+                raise ValueError(f"{topic}: {role!r} is not a field of {struct.__name__}")
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(n for n, _, _ in self.fields)
+
+    def json_schema(self) -> dict:
+        """The published JSON Schema, generated from the struct."""
+        return contract_schema(self)
+
+    def __repr__(self) -> str:
+        return f"Contract({self.topic!r}, {self.struct.__name__})"
+
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def contract_schema(contract: Contract) -> dict:
+    """One topic's JSON Schema: the struct's schema, titled by topic, without msgspec's $defs."""
+    body = msgspec.json.schema(contract.struct)["$defs"][contract.struct.__name__]
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "title": contract.topic,
+        "description": contract.description,
+        "type": "object",
+        "required": list(body.get("required", [])),
+        "properties": body["properties"],
+    }
+
+
+def decode(contract: Contract, line: bytes, partition: int, offset: int) -> Record:
+    """Decode and validate one raw source line (the hot path). Raises InvalidRecord.
+
+    A line the C decoder accepts is built straight into a Record; any other line is judged by
+    `validate` on the generally parsed object, which gives the documented reason precedence
+    (malformed JSON first, then schema version, then fields in contract order, then record
+    rules)."""
+    try:
+        struct = contract.decoder.decode(line)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        struct = None
+    if struct is not None:
+        rec = _record(contract, struct, partition, offset, len(line))
+        if rec is not None:
+            return rec
+    return validate(contract, parse_line(line), partition, offset, len(line))
+
+
+def validate(contract: Contract, obj: object, partition: int, offset: int, size: int) -> Record:
+    """Validate one already-parsed object against its contract. Raises InvalidRecord."""
+    if not isinstance(obj, dict):
+        raise InvalidRecord(R.NOT_AN_OBJECT, type(obj).__name__)
+    try:
+        struct = msgspec.convert(obj, contract.struct, strict=True)
+    except msgspec.ValidationError as exc:
+        raise _defect(contract, obj, str(exc)) from None
+    rec = _record(contract, struct, partition, offset, size)
+    if rec is None:
+        raise _defect(contract, obj, "an identifier or instant outside its bounds")
+    return rec
+
+
+def _canonical_instant(dt: datetime, us: int) -> str:
+    """The one spelling of an instant: UTC, `Z`, microseconds only when non-zero (formatted
+    by msgspec in C; `datetime.isoformat` costs several times more)."""
+    if dt.tzinfo is not timezone.utc:  # the decoder's zone for Z and +00:00
+        dt = _EPOCH + timedelta(microseconds=us)
+    return _encode(dt)[1:-1].decode()
+
+
+def _record(c: Contract, s: msgspec.Struct, partition: int, offset: int,
+            size: int) -> Record | None:
+    """The Record of a struct the decoder accepted; None when an ID has a character outside
+    the alphabet or an instant lies outside the UTC range (the caller then judges the object
+    field by field). Raises InvalidRecord for a record-level defect."""
+    if _FORBIDDEN.search("".join(c._get_ids(s))):
+        return None
+    payload = _asdict(s)
+    times: dict[str, int | None] = {}
+    for name, in_payload in c._times:
+        v = payload[name]
+        if v is None:
+            times[name] = None
+            continue
+        d = v - _EPOCH
+        us = (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
+        if not _MIN_US <= us <= _MAX_US:
+            return None
+        times[name] = us
+        if in_payload:
+            payload[name] = _canonical_instant(v, us)
+    event_us = times[c.event_time_field]
+    arrival_us = times[c.arrival_time_field]
+    if event_us - arrival_us > CLOCK_FAULT_US:
+        raise InvalidRecord(
+            R.EVENT_TIME_AFTER_ARRIVAL,
+            f"{c.event_time_field} is {(event_us - arrival_us) / 60e6:.1f} min after "
+            f"{c.arrival_time_field} (limit 5 min): producer clock fault")
+    for name in c._drop:
+        del payload[name]
+    raw = orjson.dumps(payload, option=_SORTED)
+    return Record(c.topic, partition, offset, payload[c.id_field],
+                  payload[c.revision_field] if c.revision_field else 1,
+                  payload[c.key_field], event_us, arrival_us, payload,
+                  _blake2b(raw, digest_size=16).hexdigest(), size, times, raw)
+
+
+def _detail(name: str, value: object, message: str) -> str:
+    text = f"{name}: {message.split(' - at `')[0]}, got {value!r}"
+    return text if len(text) <= _DETAIL_MAX else text[:_DETAIL_MAX - 3] + "..."
+
+
+def _defect(c: Contract, obj: dict, message: str) -> InvalidRecord:
+    """The first defect of an object the struct refused, judged field by field in contract
+    order with the same types, so every record with several defects gets one stable reason."""
+    sv = obj.get("schema_version", 1)
+    try:
+        msgspec.convert(sv, c._version_type, strict=True)
+    except msgspec.ValidationError:
+        return InvalidRecord(R.UNKNOWN_SCHEMA_VERSION, repr(sv)[:_DETAIL_MAX])
+    below_one = None
+    for name, kind, hint in c.fields:
+        if name not in obj:
+            if kind == B.OPT_TIME:
+                continue
+            return InvalidRecord(R.MISSING_FIELD, name)
+        value = obj[name]
+        try:
+            msgspec.convert(value, hint, strict=True)
+        except msgspec.ValidationError as e:
+            reason = R.reason_for(kind, str(e), value)
+            if reason == R.REVISION_BELOW_ONE:
+                below_one = below_one or InvalidRecord(
+                    R.WRONG_TYPE, f"{name} must be >= 1, got {value!r}")
+                continue
+            return InvalidRecord(reason, _detail(name, value, str(e)))
+        if kind in (B.TIME, B.OPT_TIME) and value is not None:
+            us = (msgspec.convert(value, hint, strict=True) - _EPOCH) // _ONE_US
+            if not _MIN_US <= us <= _MAX_US:
+                return InvalidRecord(R.OUT_OF_RANGE, _detail(
+                    name, value, f"instants lie within {B.MIN_INSTANT.isoformat()} .. "
+                                 f"{B.MAX_INSTANT.isoformat()}"))
+        if kind in (B.ID, B.LABEL) and _FORBIDDEN.search(value):
+            return InvalidRecord(R.BAD_ID, _detail(
+                name, value, f"allowed characters are {B.ID_CHARS}"))
+    if below_one is not None:
+        return below_one
+    # Not reachable for a dict the fields accept one by one; keep the decoder's own words.
+    return InvalidRecord(R.WRONG_TYPE, message[:_DETAIL_MAX])
