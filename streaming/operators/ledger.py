@@ -16,8 +16,9 @@ not depend on batch boundaries or on a throttle."""
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Callable
+from typing import Any
 
 from ..contracts import Record, payload_hash
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, event_date, us_to_dt, us_to_iso
@@ -40,7 +41,7 @@ I_REV, I_HASH, I_ACCOUNT, I_HOUR, I_MERCHANT, I_EVENT, I_WHERE = range(7)
 LIVE = "live"
 ROUTED_WHERE = "routed"
 
-Signer = Callable[[dict], str]
+Signer = Callable[[dict[str, Any]], str]
 
 
 @lru_cache(maxsize=4096)
@@ -57,7 +58,8 @@ def window_fact_key(account: str, hour_us: int, revision: int) -> str:
     return f"{account}|{hour_label(hour_us)}|{revision}"
 
 
-def window_content(account: str, hour_us: int, payments, cats: CategoryVersions) -> dict:
+def window_content(account: str, hour_us: int, payments: Iterable[tuple[str, int, int]],
+                   cats: CategoryVersions) -> dict[str, Any]:
     """Business content of a window from its payments [(merchant, amount_cents, event_us)]:
     the one aggregation used live and by the repair rebuild."""
     total = 0
@@ -80,7 +82,8 @@ def window_content(account: str, hour_us: int, payments, cats: CategoryVersions)
             "category_counts": dict(sorted(by_cat.items()))}
 
 
-def window_fact(account: str, hour_us: int, revision: int, status: str, content: dict) -> Fact:
+def window_fact(account: str, hour_us: int, revision: int, status: str,
+                content: dict[str, Any]) -> Fact:
     pred = window_fact_key(account, hour_us, revision - 1) if revision > 1 else None
     return Fact.make(window_fact_key(account, hour_us, revision), "window",
                      window_logical_key(account, hour_us), status,
@@ -93,17 +96,18 @@ class Window:
     def __init__(self, account: str, hour: int):
         self.account = account
         self.hour = hour
-        self.payments: dict[str, list] = {}  # payment_id -> [revision, merchant, amount, event_us]
+        # payment_id -> [revision, merchant, amount, event_us]
+        self.payments: dict[str, list[Any]] = {}
         self.revision = 0
         self.content_hash = ""
         self.status = "open"
 
-    def dump(self) -> list:
+    def dump(self) -> list[Any]:
         return [self.account, self.hour, self.payments, self.revision, self.content_hash,
                 self.status]
 
     @classmethod
-    def load(cls, row: list) -> "Window":
+    def load(cls, row: list[Any]) -> Window:
         w = cls(row[0], row[1])
         w.payments = {k: list(v) for k, v in row[2].items()}
         w.revision, w.content_hash, w.status = row[3], row[4], row[5]
@@ -120,7 +124,7 @@ class LedgerOperator:
         self.key_source = key_source
         self.retention = retention_us
         self.cats = CategoryVersions()
-        self.ids: dict[str, list] = {}
+        self.ids: dict[str, list[Any]] = {}
         self.by_merchant: dict[str, list[str]] = {}
         self.windows: dict[str, Window] = {}
         self.wm = NEG_INF
@@ -234,7 +238,7 @@ class LedgerOperator:
         for acct, h in dict.fromkeys(windows):
             self._request(rec, "payment", acct, h, reason, out)
 
-    def _correct(self, rec: Record, known: list, account: str, merchant: str, hour: int,
+    def _correct(self, rec: Record, known: list[Any], account: str, merchant: str, hour: int,
                  out: Emit) -> None:
         """A higher revision replaces the payment's amount and merchant (and, if it moved, its
         window). Live only when the old and the new window are both open."""
@@ -277,7 +281,7 @@ class LedgerOperator:
             return
         # Payments of this merchant at or after the version's start may change category.
         f = v[0]
-        before: dict[str, tuple] = {}
+        before: dict[str, tuple[Any, Any] | None] = {}
         for pid in self.by_merchant.get(merchant, ()):
             ident = self.ids[pid]
             if ident[I_MERCHANT] != merchant or ident[I_EVENT] < f or ident[I_WHERE] != LIVE:
@@ -338,7 +342,7 @@ class LedgerOperator:
         self._advance(out)
 
     # ------------------------------------------------------------------ observability
-    def state_metrics(self) -> dict:
+    def state_metrics(self) -> dict[str, Any]:
         payments = sum(len(w.payments) for w in self.windows.values())
         # Rough retained bytes: identity rows ~120 B, window payments ~90 B, windows ~160 B.
         est = len(self.ids) * 120 + payments * 90 + len(self.windows) * 160 + len(self.cats) * 120
@@ -349,14 +353,14 @@ class LedgerOperator:
                 "peak": dict(self.peak), **self.counters}
 
     # ------------------------------------------------------------------ checkpoint
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {"rule_version": RULE_VERSION, "retention_us": self.retention, "wm": self.wm,
                 "ids": self.ids, "by_merchant": self.by_merchant,
                 "windows": [w.dump() for w in self.windows.values()],
                 "categories": self.cats.snapshot(), "counters": self.counters,
                 "peak": self.peak}
 
-    def restore(self, snap: dict) -> None:
+    def restore(self, snap: dict[str, Any]) -> None:
         if snap["rule_version"] != RULE_VERSION:
             raise ValueError(f"checkpoint rule version {snap['rule_version']} != {RULE_VERSION}")
         self.retention = snap["retention_us"]
