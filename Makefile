@@ -35,7 +35,7 @@ test-fast: setup
 	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 -m "not slow and not dagster" tests
 
 bench: setup
-	$(PY) -m riskstream_tools.bench
+	$(PY) -m streaming.cli.main bench
 
 dev: setup
 	bash scripts/dev.sh

@@ -1,5 +1,5 @@
 """CLI commands that run Dagster jobs, registered into `riskstream` through the
-`riskstream.commands` entry point: `riskstream repair run`. Dagster is imported only inside the
+`riskstream.commands` entry point: `riskstream repair run` and `riskstream rebuild`. Dagster is imported only inside the
 command, so loading this module costs only click."""
 
 from __future__ import annotations
@@ -79,4 +79,6 @@ def run_repairs(store_url, warehouse_path, retry_held, log_level):
 
 
 def register(cli: click.Group) -> None:
+    from .cli import rebuild  # click only; Dagster loads inside the command
     cli.add_command(repair)
+    cli.add_command(rebuild)

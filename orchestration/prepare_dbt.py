@@ -1,6 +1,6 @@
 """Prepare the dbt project's manifest offline (`dbt parse`), so the code location, pytest and
 the daemon can load the dbt assets without a development server. Idempotent: a manifest newer
-than every project file is kept.
+than every project file, parsed for the warehouse path the runs will use, is kept.
 
     python -m orchestration.prepare_dbt [--force]
 """
@@ -30,15 +30,23 @@ def _newest_source(project: Path) -> float:
 
 
 def prepare(force: bool = False) -> Path:
+    from .paths import warehouse_path
     project = _project_dir()
     manifest = project / "target" / "manifest.json"
-    if not force and manifest.exists() and manifest.stat().st_mtime >= _newest_source(project):
+    # dbt's partial parse is keyed on the rendered profile, which holds the warehouse path:
+    # parse again when the runs will use another path than the last parse did.
+    stamp = project / "target" / "warehouse_path.txt"
+    path = str(warehouse_path())
+    if not force and manifest.exists() and manifest.stat().st_mtime >= _newest_source(project) \
+            and stamp.exists() and stamp.read_text() == path:
         return manifest
-    env = {**os.environ, "DO_NOT_TRACK": "1", "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    env = {**os.environ, "DO_NOT_TRACK": "1", "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+           "RISKSTREAM_DUCKDB_PATH": path}
     dbt = Path(sys.executable).with_name("dbt")
     cmd = [str(dbt) if dbt.exists() else "dbt", "parse", "--project-dir", str(project),
            "--profiles-dir", str(project), "--quiet"]
     subprocess.run(cmd, check=True, env=env, cwd=project)
+    stamp.write_text(path)
     return manifest
 
 

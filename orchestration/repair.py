@@ -17,9 +17,9 @@ from streaming.join_rebuild import entry_sets
 
 from .definitions import build_defs
 from .jobs import rebuild_run_config
-from .partitions import replay_dates
 from .resources import StoreResource, WarehouseResource, make_dbt_resource
-from .sensors import pending_ledger_requests, pending_receipt_records, work_run_key
+from .sensors import (entry_set_tags, pending_ledger_requests, pending_receipt_records,
+                      work_run_key)
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +87,6 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
     instance = instance or _instance()
     defs = build_defs(res)
     job = defs.get_job_def("replay_rebuild")
-    known = set(instance.get_dynamic_partitions(str(replay_dates.name)))
-    new_dates = sorted({s.queue_date for s, _ in runnable} - known)
-    if new_dates:
-        instance.add_dynamic_partitions(str(replay_dates.name), new_dates)
     try:
         for name, prefix, ids in (("ledger_repair", "ledger", ledger),
                                   ("receipt_repair", "receipts", receipts)):
@@ -107,9 +103,8 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
             key = s.run_key + (":retry" if held else "")
             result = job.execute_in_process(
                 run_config={**rebuild_run_config(entry_ids=s.entry_ids), **_console(log_level)},
-                partition_key=s.queue_date,
                 instance=instance, raise_on_error=False,
-                tags={"dagster/run_key": key, "riskstream/merchant": s.merchant})
+                tags={"dagster/run_key": key, **entry_set_tags(s)})
             out.append(RepairOutcome(key, s.merchant, s.queue_date, s.entry_ids,
                                      result.run_id, result.success, held_reason=held))
             log.info("replay_rebuild run %s (%s, %s %s): %s", result.run_id, key, s.merchant,

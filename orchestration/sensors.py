@@ -9,7 +9,7 @@ already turned into a run request; sets with no newer entry are skipped without 
 
 import hashlib
 
-from dagster import (DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult,
+from dagster import (RunRequest, SensorEvaluationContext, SensorResult,
                      SkipReason, sensor)
 from sqlalchemy import select
 
@@ -19,42 +19,44 @@ from streaming.store import schema as S
 from streaming.store.tables_ledger import ledger_repair_requests
 
 from .jobs import ledger_repair, rebuild_run_config, receipt_repair, replay_rebuild
-from .partitions import replay_dates
+from .assets.rebuild import TAG_ENTRY_IDS, TAG_MERCHANT
+from .automation import default_sensor_status
 from .resources import StoreResource
 
+TAG_QUEUE_DATE = "riskstream/queue_date"
 
-def plan_requests(sets, cursor: int, known_dates: set[str]):
+
+def entry_set_tags(s) -> dict[str, str]:
+    """Tags of an entry set's run (the generation and interval tags follow once it is built)."""
+    return {TAG_MERCHANT: s.merchant, TAG_QUEUE_DATE: s.queue_date,
+            TAG_ENTRY_IDS: ",".join(map(str, s.entry_ids))}
+
+
+def plan_requests(sets, cursor: int):
     fresh = [s for s in sets if max(s.entry_ids) > cursor]
-    requests = [RunRequest(run_key=s.run_key, partition_key=s.queue_date,
+    requests = [RunRequest(run_key=s.run_key,
                            run_config=rebuild_run_config(entry_ids=s.entry_ids),
-                           tags={"riskstream/merchant": s.merchant,
-                                 "riskstream/entries": ",".join(map(str, s.entry_ids))})
+                           tags=entry_set_tags(s))
                 for s in fresh]
-    new_dates = sorted({s.queue_date for s in fresh} - known_dates)
     new_cursor = max([cursor] + [max(s.entry_ids) for s in fresh])
-    return requests, new_dates, new_cursor
+    return requests, new_cursor
 
 
 @sensor(job=replay_rebuild, minimum_interval_seconds=30,
-        default_status=DefaultSensorStatus.STOPPED,
+        default_status=default_sensor_status(),
         description="Turns pending replay-queue entry sets into replay_rebuild runs.")
 def replay_queue_sensor(context: SensorEvaluationContext, store: StoreResource):
     cursor = int(context.cursor or 0)
     with store.session() as st:
         sets = entry_sets(st)
         held = [(h, retry_cause(st, h)) for h in held_entry_sets(st)]
-    known = set(context.instance.get_dynamic_partitions(str(replay_dates.name)))
-    requests, new_dates, new_cursor = plan_requests(sets, cursor, known)
-    retries = plan_retries(held)
-    requests += retries
+    requests, new_cursor = plan_requests(sets, cursor)
+    requests += plan_retries(held)
     if not requests:
         waiting = "; ".join(h.describe() for h, _ in held)
         return SkipReason(f"no pending entry set beyond queue entry {cursor}"
                           + (f"; held until their cause is gone: {waiting}" if waiting else ""))
-    return SensorResult(
-        run_requests=requests, cursor=str(new_cursor),
-        dynamic_partitions_requests=[replay_dates.build_add_request(new_dates)] if new_dates
-        else [])
+    return SensorResult(run_requests=requests, cursor=str(new_cursor))
 
 
 def _tag(text: str) -> str:
@@ -64,10 +66,9 @@ def _tag(text: str) -> str:
 def plan_retries(held) -> list[RunRequest]:
     """One retry request per held entry set whose blocking cause is gone; its run key derives
     from the cause, so the same cause never requests twice."""
-    return [RunRequest(run_key=h.retry_run_key(cause), partition_key=h.queue_date,
+    return [RunRequest(run_key=h.retry_run_key(cause),
                        run_config=rebuild_run_config(entry_ids=h.entry_ids),
-                       tags={"riskstream/merchant": h.merchant,
-                             "riskstream/entries": ",".join(map(str, h.entry_ids)),
+                       tags={**entry_set_tags(h),
                              "riskstream/held_reason": _tag("; ".join(h.reasons)),
                              "riskstream/retry_cause": _tag(cause)})
             for h, cause in held if cause]
@@ -101,7 +102,7 @@ def _pending_sensor_result(context, prefix: str, ids: list):
 
 
 @sensor(job=ledger_repair, minimum_interval_seconds=30,
-        default_status=DefaultSensorStatus.STOPPED,
+        default_status=default_sensor_status(),
         description="Pending signed ledger repair requests -> a ledger_repair run.")
 def ledger_repair_sensor(context: SensorEvaluationContext, store: StoreResource):
     with store.session() as st:
@@ -109,7 +110,7 @@ def ledger_repair_sensor(context: SensorEvaluationContext, store: StoreResource)
 
 
 @sensor(job=receipt_repair, minimum_interval_seconds=30,
-        default_status=DefaultSensorStatus.STOPPED,
+        default_status=default_sensor_status(),
         description="Pending receipt reconciliation records -> a receipt_repair run.")
 def receipt_repair_sensor(context: SensorEvaluationContext, store: StoreResource):
     with store.session() as st:

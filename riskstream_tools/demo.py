@@ -118,32 +118,50 @@ def join_section(workdir: str) -> list[str]:
     return lines
 
 
-def _packet_line(name: str, out: str, all_hold) -> str:
-    if all_hold is None:
-        raise RuntimeError(f"the {name} evidence packet did not report its checks")
-    if not all_hold:
-        raise RuntimeError(f"the {name} evidence packet has failing checks: see {out}/")
-    files = ", ".join(sorted(f for f in os.listdir(out) if not os.path.isdir(os.path.join(out, f))))
-    return f"evidence: {name} packet written to {out}/ ({files}); every check holds"
+def evidence_section(workdir: str, root: str = os.path.join("evidence", "out")) -> list[str]:
+    """One packet: the join, ledger and receipts packets and the index over every seed claim
+    (`ROOT/index.html`, `ROOT/index.json`). Fails, after writing the index, if a claim fails."""
+    from .evidence import index as I
+    from .evidence.join import run_evidence
+    from .evidence.ledger import run_ledger_evidence
+    from .evidence.receipts import write_incident_packet
+    src = os.path.join(workdir, "join_seed")
+    if not os.path.isdir(src):
+        from .workloads.join_seed import generate
+        generate(7, src, 470)
+    join = run_evidence(src, os.path.join(root, "join"))
+    ledger = run_ledger_evidence(os.path.join(root, "ledger"))
+    receipts_url = _store(workdir, "receipts")
+    if not os.path.exists(receipts_url[len("sqlite:///"):]):
+        sub = os.path.join(workdir, "receipts")
+        os.makedirs(sub, exist_ok=True)
+        importlib.import_module("riskstream_tools.demos.receipts").run_demo(sub, receipts_url)
+    incident = write_incident_packet(receipts_url, os.path.join(root, "receipts"))
+    claims = (I.join_claims(join, "join")
+              + I.other_checks("join", "000", join.get("checks", {}), I.JOIN_CHECKS,
+                               "join/evidence.md")
+              + I.ledger_claims(ledger, "ledger")
+              + I.other_checks("ledger", "001", ledger.get("checks", {}), I.LEDGER_CHECKS,
+                               "ledger/evidence.md")
+              + I.receipts_claims(incident, "receipts", incident["pictures"]))
+    index = I.write_index(root, claims, I.ui_links("ui", root))
+    lines = [f"evidence: {'PASS' if c.passed else 'FAIL'} {c.claim_id}: {c.result}"
+             for c in claims]
+    lines.append(f"evidence: index {os.path.join(root, 'index.html')} (and index.json): "
+                 f"{index['passed']} PASS, {index['failed']} FAIL")
+    if not index["all_pass"]:
+        failed = [c.claim_id for c in claims if not c.passed]
+        for line in lines:
+            console.print(line, highlight=False, markup=False)
+        raise RuntimeError(f"evidence claims fail: {', '.join(failed)}")
+    return lines
 
 
 def _section(name: str, workdir: str) -> list[str]:
     if name == "join":
         return join_section(workdir)
     if name == "evidence":
-        mod = importlib.import_module("riskstream_tools.evidence.join")
-        out = os.path.join("evidence", "out", "join")
-        src = os.path.join(workdir, "join_seed")
-        if not os.path.isdir(src):
-            from .workloads.join_seed import generate
-            generate(7, src, 470)
-        result = mod.run_evidence(src, out)
-        lines = [_packet_line("join", out, result.get("all_hold"))]
-        from .evidence.ledger import run_ledger_evidence
-        lout = os.path.join("evidence", "out", "ledger")
-        ledger = run_ledger_evidence(lout)
-        lines.append(_packet_line("ledger", lout, ledger.get("all_hold")))
-        return lines
+        return evidence_section(workdir)
     if name == "nats":
         try:
             socket.create_connection(("127.0.0.1", 4222), timeout=1).close()

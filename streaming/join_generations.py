@@ -18,8 +18,9 @@ from sqlalchemy import and_, delete, select, update
 from .join_diff import diff_pairs
 from .join_published import PIPELINE
 from .join_rebuild import Candidate
+from .keys import compose
 from .operators.base import Fact
-from .operators.interval_join import RULE_VERSION, pair_fact_key
+from .operators.interval_join import RULE_VERSION, pair_fact_key, pair_logical_key
 from .store import schema as S
 from .store import tables_generations as T
 from .store.ops import Store, dumps, loads, now_iso, upsert, write_facts
@@ -101,7 +102,7 @@ def _generation_facts(cand: Candidate, current_outcomes: dict[str, dict]) -> tup
     for p in cand.pairs:
         t = parse_utc_us(p["payment_time"])
         facts.append(Fact.make(f"{pair_fact_key(t, p['pair_id'], 'publish')}|{gid}", "pair",
-                               f"{p['payment_id']}|{p['signal_id']}|{p['rule_version']}",
+                               pair_logical_key(p["payment_id"], p["signal_id"], p["rule_version"]),
                                "current", p))
     corrected = []
     for o in cand.outcomes:
@@ -113,7 +114,7 @@ def _generation_facts(cand: Candidate, current_outcomes: dict[str, dict]) -> tup
                 continue
         payload = {**o, "status": "corrected_final", "generation_id": gid}
         corrected.append(Fact.make(
-            f"outcome|{o['payment_id']}|{o['payment_rev']}|corrected|{gid}", "outcome",
+            compose("outcome", o["payment_id"], o["payment_rev"], "corrected", gid), "outcome",
             o["payment_id"], "corrected_final", payload,
             predecessor_key=cur["fact_key"] if cur is not None else None))
     return facts, corrected

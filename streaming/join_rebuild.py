@@ -27,7 +27,9 @@ from sqlalchemy import select
 
 from .join_published import (PIPELINE, Piece, in_pieces, published_outcomes, published_pairs,
                              published_pointers)
-from .operators.interval_join import LOWER_US, PAYMENTS, RULE_VERSION, SIGNALS, UPPER_US, pair_id
+from .operators.interval_join import (LOWER_US, PAYMENTS, RULE_VERSION, SIGNALS, UPPER_US,
+                                      outcome_payload, pair_id)
+from .operators.interval_join import pair_payload as shared_pair_payload
 from .store import schema as S
 from .store.ops import Store, loads
 from .timeutil import US_PER_DAY, US_PER_MIN, event_date, parse_utc_us, us_to_iso
@@ -311,11 +313,10 @@ def join_sql(pay: str, sig: str, bucketed: bool = True) -> str:
 def pair_payload(p: dict, s: dict, p_payload: dict, s_payload: dict) -> dict:
     """The live operator's pair payload, field for field, so equal pairs hash equally."""
     pid = pair_id(RULE_VERSION, p["event_id"], p["revision"], s["event_id"], s["revision"])
-    return {"rule_version": RULE_VERSION, "pair_id": pid, "merchant_id": p["key"],
-            "payment_id": p["event_id"], "payment_rev": p["revision"],
-            "signal_id": s["event_id"], "signal_rev": s["revision"],
-            "payment_time": us_to_iso(p["event_us"]), "signal_time": us_to_iso(s["event_us"]),
-            "amount_cents": p_payload.get("amount_cents"), "score": s_payload.get("score")}
+    return shared_pair_payload(RULE_VERSION, pid, p["key"], p["event_id"], p["revision"],
+                               s["event_id"], s["revision"], us_to_iso(p["event_us"]),
+                               us_to_iso(s["event_us"]), p_payload.get("amount_cents"),
+                               s_payload.get("score"))
 
 
 def join_pairs(con, payments: list[dict], signals: list[dict]) -> list[dict]:
@@ -338,10 +339,9 @@ def outcome_rows(payments: list[dict], pairs: list[dict]) -> list[dict]:
     out = []
     for p in payments:
         payload = loads(p["payload"])
-        out.append({"payment_id": p["event_id"], "payment_rev": p["revision"],
-                    "merchant_id": p["key"], "payment_time": us_to_iso(p["event_us"]),
-                    "amount_cents": payload.get("amount_cents"), "status": "final",
-                    "match_count": counts.get(p["event_id"], 0), "rule_version": RULE_VERSION})
+        out.append(outcome_payload(p["event_id"], p["revision"], p["key"],
+                                   us_to_iso(p["event_us"]), payload.get("amount_cents"),
+                                   "final", counts.get(p["event_id"], 0), RULE_VERSION))
     return sorted(out, key=lambda r: r["payment_id"])
 
 

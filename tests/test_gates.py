@@ -161,7 +161,7 @@ def test_repair_run_on_a_store_no_pipeline_wrote_fails(store_url, tmp_path):
 
 
 def test_rescore_refuses_while_a_sink_exception_is_open(store_url, tmp_path):
-    from types import SimpleNamespace
+    from streaming.operators.base import Fact
 
     from streaming.store.ops import write_facts
     from .receiptsutil import rcpt, write_log
@@ -171,7 +171,7 @@ def test_rescore_refuses_while_a_sink_exception_is_open(store_url, tmp_path):
 
     def clash(store):
         f = store.facts("receipts")[0]
-        fact = SimpleNamespace(fact_key=f["fact_key"], kind=f["kind"],
+        fact = Fact(fact_key=f["fact_key"], kind=f["kind"],
                                logical_key=f["logical_key"], status=f["status"],
                                payload_hash="c" * 64, payload={"x": 1}, predecessor_key=None)
         with store.engine.begin() as conn:

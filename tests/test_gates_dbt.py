@@ -47,11 +47,11 @@ def test_release_gates_fail_on_an_empty_store(tmp_path):
     assert counts["facts"] == 0 and counts["archive"] == 0
     out = _build(project, env)
     assert out.returncode != 0, out.stdout[-3000:]
-    assert "not_empty_rec_release_gates" in out.stdout and "FAIL 1" in out.stdout
+    assert "release_gates_have_something_to_judge" in out.stdout and "FAIL 1" in out.stdout
 
 
 def test_open_sink_exception_fails_the_release_gates_until_resolved(seed_dir, tmp_path):
-    from types import SimpleNamespace
+    from streaming.operators.base import Fact
 
     from streaming.gates import resolve
     from streaming.store.ops import write_facts
@@ -61,7 +61,7 @@ def test_open_sink_exception_fails_the_release_gates_until_resolved(seed_dir, tm
     live_seed(seed_dir[0], url)
     store = Store(url)
     f = store.facts("join", "pair")[0]
-    clash = SimpleNamespace(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
+    clash = Fact(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
                             status=f["status"], payload_hash="d" * 64, payload={"x": 1},
                             predecessor_key=None)
     with store.engine.begin() as conn:
@@ -70,7 +70,7 @@ def test_open_sink_exception_fails_the_release_gates_until_resolved(seed_dir, tm
     with duckdb.connect(warehouse) as con:
         ingest(store, con)
     out = _build(project, env)
-    assert out.returncode != 0 and "accepted_values_rec_release_gates_passed" in out.stdout
+    assert out.returncode != 0 and "release_gates_pass" in out.stdout
     with duckdb.connect(warehouse, read_only=True) as con:
         assert con.execute("SELECT passed, failing FROM main.rec_release_gates WHERE gate = "
                            "'no_open_sink_exceptions'").fetchall() == [(False, 1)]

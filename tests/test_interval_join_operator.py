@@ -200,7 +200,7 @@ def test_old_identities_are_pruned_below_the_watermark_and_redelivery_is_queued_
     op = IntervalJoin(identity_retention_us=60 * 60_000_000)
     out = feed(op, [pay("old", M, 0), sig("s", M, 1), ("wm", "risk_signals", 30),
                     ("wm", "payments", 30)])
-    assert op.pay_ids["old"][4] == "evicted"
+    assert op.pay_ids["old"].where == "evicted"
     feed(op, [("wm", "risk_signals", 200), ("wm", "payments", 200)], out)
     assert "old" not in op.pay_ids and "s" not in op.sig_ids
     assert op.counters["identities_pruned"] == 2

@@ -7,7 +7,7 @@ development key; open ledger blockers hold every repair. SQLite and PostgreSQL."
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
+from streaming.operators.base import Fact
 
 import orjson
 import pytest
@@ -215,7 +215,7 @@ def test_open_ledger_blocker_holds_the_repair_and_a_never_run_ledger_fails(sourc
     store = Store(store_url)
     try:
         f = store.facts("ledger", "window")[0]
-        clash = SimpleNamespace(fact_key=f["fact_key"], kind=f["kind"],
+        clash = Fact(fact_key=f["fact_key"], kind=f["kind"],
                                 logical_key=f["logical_key"], status=f["status"],
                                 payload_hash="e" * 64, payload={"x": 1}, predecessor_key=None)
         with store.engine.begin() as conn:

@@ -1,6 +1,8 @@
 """`make dev` end to end: scripts/dev.sh starts `dagster dev` (webserver + daemon) on a free
-port with a temporary DAGSTER_HOME; the code location loads; a `rebuild_interval` run launched
-through the GraphQL API succeeds and publishes a generation; the processes are stopped by PID."""
+port with a temporary DAGSTER_HOME; the code location `riskstream` loads; a bad interval
+launched through the GraphQL API is refused in one line; in headless Chromium an operator
+launches the rebuild of the seed's old correction from the launchpad, sees it succeed and reads
+the live generation and its diff; the processes are stopped by PID."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -57,52 +60,42 @@ def wait_for(pred, timeout: float, what: str, step: float = 1.0):
 
 LOCATIONS = """{ workspaceOrError { ... on Workspace { locationEntries {
   name loadStatus locationOrLoadError { __typename ... on PythonError { message } } } } } }"""
-ADD_PARTITION = """mutation($loc: String!, $key: String!) {
-  addDynamicPartition(repositorySelector: {repositoryLocationName: $loc,
-                                           repositoryName: "__repository__"},
-                      partitionsDefName: "replay_dates", partitionKey: $key) { __typename } }"""
 LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
   __typename ... on LaunchRunSuccess { run { runId } }
   ... on PythonError { message } ... on RunConfigValidationInvalid { errors { message } } } }"""
-STATUS = """query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"""
+STATUS = """query($id: ID!) { runOrError(runId: $id) { ... on Run { status tags { key value } } } }"""
+EVENTS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
+  __typename ... on MessageEvent { timestamp stepKey } } } } }"""
+FAILURE = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
+  __typename ... on ExecutionStepFailureEvent { stepKey error { message }
+  failureMetadata { label description } } } } } }"""
 
 
-def test_dagster_dev_loads_and_runs_rebuild_interval(seed_dir, tmp_path):
+@pytest.fixture(scope="module")
+def dev(seed_dir, tmp_path_factory):
+    """`make dev` (scripts/dev.sh) on a free port with its own DAGSTER_HOME, automation
+    stopped (the test launches the rebuild itself); stopped by PID at the end."""
     prepared_manifest()
     src, manifest = seed_dir
-    old = manifest["cases"]["old_correction"]
-    url = f"sqlite:///{tmp_path}/ops.sqlite"
+    tmp = tmp_path_factory.mktemp("dev")
+    url = f"sqlite:///{tmp}/ops.sqlite"
     live_seed(src, url)
     port = free_port()
-    home = tmp_path / "dagster_home"
+    home = tmp / "dagster_home"
     env = {**os.environ, "DAGSTER_HOME": str(home), "RISKSTREAM_DAGSTER_PORT": str(port),
-           "RISKSTREAM_STORE_URL": url,
+           "RISKSTREAM_STORE_URL": url, "RISKSTREAM_AUTOMATION": "stopped",
+           "RISKSTREAM_VENV_BIN": str(Path(sys.executable).parent),
            "RISKSTREAM_DUCKDB_PATH": fresh_warehouse(), "DO_NOT_TRACK": "1"}
-    log = open(tmp_path / "dev.log", "wb")
+    log_path = tmp / "dev.log"
+    log = open(log_path, "wb")
     proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "dev.sh")], env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
         entries = wait_for(lambda: [e for e in graphql(port, LOCATIONS)["workspaceOrError"]
                                     ["locationEntries"] if e["loadStatus"] == "LOADED"],
                            150, "the code location to load", 2.0)
-        [loc] = entries
-        assert loc["locationOrLoadError"]["__typename"] == "RepositoryLocation", loc
-        graphql(port, ADD_PARTITION, {"loc": loc["name"], "key": DAY})
-        params = {
-            "selector": {"repositoryLocationName": loc["name"],
-                         "repositoryName": "__repository__", "jobName": "rebuild_interval"},
-            "runConfigData": {"ops": {"candidate_generation": {"config": {
-                "merchant": old["merchant"], "start": old["old_event_time"],
-                "end": old["new_event_time"]}}}},
-            "executionMetadata": {"tags": [{"key": "dagster/partition", "value": DAY}]}}
-        launched = graphql(port, LAUNCH, {"params": params})["launchRun"]
-        assert launched["__typename"] == "LaunchRunSuccess", launched
-        run_id = launched["run"]["runId"]
-        status = wait_for(lambda: (graphql(port, STATUS, {"id": run_id})["runOrError"]["status"]
-                                   in ("SUCCESS", "FAILURE", "CANCELED")) and
-                          graphql(port, STATUS, {"id": run_id})["runOrError"]["status"],
-                          240, "the run to finish", 2.0)
-        assert status == "SUCCESS", (tmp_path / "dev.log").read_text()[-4000:]
+        yield {"port": port, "url": url, "manifest": manifest, "entries": entries,
+               "log": log_path, "home": home}
     finally:
         # Stop what this test started: the script forwards TERM to `dagster dev` (its own
         # process group under set -m), which stops the webserver and the daemon.
@@ -117,13 +110,45 @@ def test_dagster_dev_loads_and_runs_rebuild_interval(seed_dir, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
         log.close()
-    if dev_pid:
-        wait_for(lambda: not _alive(dev_pid), 30, "dagster dev to exit", 0.5)
-    store = Store(url)
-    [gen] = P.generation_rows(store)
-    assert (gen["status"], gen["interval_start"], gen["interval_end"]) == (
-        "published", old["old_event_time"], old["new_event_time"])
-    assert [q["status"] for q in store.queue("join")] == ["processed"]
+        if dev_pid:
+            wait_for(lambda: not _alive(dev_pid), 30, "dagster dev to exit", 0.5)
+
+
+def launch(port: int, config: dict) -> str:
+    params = {"selector": {"repositoryLocationName": "riskstream",
+                           "repositoryName": "__repository__", "jobName": "rebuild_interval"},
+              "runConfigData": config}
+    launched = graphql(port, LAUNCH, {"params": params})["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    return launched["run"]["runId"]
+
+
+def finished(port: int, run_id: str, timeout: float = 240) -> dict:
+    def done():
+        run = graphql(port, STATUS, {"id": run_id})["runOrError"]
+        return run if run["status"] in ("SUCCESS", "FAILURE", "CANCELED") else None
+    return wait_for(done, timeout, "the run to finish", 0.5)
+
+
+def test_location_riskstream_refuses_a_bad_interval_in_one_line(dev):
+    [loc] = dev["entries"]
+    assert loc["name"] == "riskstream"
+    assert loc["locationOrLoadError"]["__typename"] == "RepositoryLocation", loc
+    old = dev["manifest"]["cases"]["old_correction"]
+    launched = time.monotonic()
+    run_id = launch(dev["port"], {"merchant": old["merchant"], "start": f"{DAY}T10:00:00Z",
+                                  "end": f"{DAY}T09:00:00Z"})
+    assert finished(dev["port"], run_id)["status"] == "FAILURE"
+    record_timing("refusal_launch_to_failed_s", time.monotonic() - launched)
+    record_timing("refusal_phases", run_phases(dev["port"], run_id))
+    events = graphql(dev["port"], FAILURE, {"id": run_id})["logsForRun"]["events"]
+    [failure] = [e for e in events if e["__typename"] == "ExecutionStepFailureEvent"]
+    assert failure["stepKey"] == "candidate_generation"
+    assert failure["failureMetadata"]["description"] == (
+        f"rebuild refused: end {DAY}T09:00:00Z is not after start {DAY}T10:00:00Z: the "
+        "interval must be at least one microsecond long")
+    store = Store(dev["url"])
+    assert P.generation_rows(store) == []
     store.dispose()
 
 
@@ -137,3 +162,132 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except OSError:
         return False
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+# Screenshots of the operator's walk through the UI; the evidence packet links them.
+SHOTS = Path(os.environ.get("RISKSTREAM_UI_SHOTS", ROOT / "evidence" / "out" / "ui"))
+
+
+def record_timing(name: str, value) -> None:
+    """Measured for the evidence packet (a speed target belongs to the benchmark, not here)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / "timing.json"
+    timings = json.loads(path.read_text()) if path.exists() else {}
+    timings[name] = round(value, 1) if isinstance(value, float) else value
+    path.write_text(json.dumps(timings, indent=2, sort_keys=True))
+
+
+def run_phases(port: int, run_id: str) -> dict:
+    """Seconds from the run's first event to its worker starting, each step, and the end."""
+    events = graphql(port, EVENTS, {"id": run_id})["logsForRun"]["events"]
+    t = [(e["__typename"], e.get("stepKey"), int(e["timestamp"]) / 1000) for e in events
+         if e.get("timestamp")]
+    first = t[0][2]
+    out = {}
+    for kind, step, ts in t:
+        if kind == "RunStartEvent":
+            out["worker_started_s"] = round(ts - first, 1)
+        elif kind == "ExecutionStepStartEvent":
+            out[f"{step}_start_s"] = round(ts - first, 1)
+        elif kind in ("ExecutionStepSuccessEvent", "ExecutionStepFailureEvent"):
+            out[f"{step}_end_s"] = round(ts - first, 1)
+        elif kind in ("RunSuccessEvent", "RunFailureEvent"):
+            out["run_end_s"] = round(ts - first, 1)
+    return out
+
+
+def need_browser():
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        reason = "playwright is not installed (pip install '.[test]')"
+    else:
+        reason = None if Path(CHROMIUM).exists() else \
+            f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+
+
+def launch_from_launchpad(page, base: str, config: str, shot: Path | None = None) -> str:
+    """Open the job's launchpad, put `config` in its editor, click Launch Run: the run id."""
+    page.goto(f"{base}/locations/riskstream/jobs/rebuild_interval/playground")
+    page.locator(".CodeMirror").first.wait_for()
+    dismiss_welcome(page)
+    # The launchpad's config editor: replace the scaffold with the three fields.
+    page.evaluate("cfg => document.querySelector('.CodeMirror').CodeMirror.setValue(cfg)",
+                  config)
+    if shot:
+        page.screenshot(path=str(shot))
+    page.get_by_role("button", name="Launch Run").click()
+    page.wait_for_url("**/runs/**")
+    return page.url.rstrip("/").split("/runs/")[1].split("?")[0].split("/")[0]
+
+
+def dismiss_welcome(page) -> None:
+    """A fresh instance greets its first visitor with a newsletter dialog: skip it."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    try:
+        page.get_by_role("button", name="Skip").click(timeout=5_000)
+    except PlaywrightTimeout:
+        pass
+
+
+def test_operator_rebuilds_the_old_correction_from_the_ui(dev):
+    need_browser()
+    from playwright.sync_api import sync_playwright
+    old = dev["manifest"]["cases"]["old_correction"]
+    base = f"http://127.0.0.1:{dev['port']}"
+    config = (f"merchant: {old['merchant']}\nstart: \"{old['old_event_time']}\"\n"
+              f"end: \"{old['new_event_time']}\"\n")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            # A typo first: the run is refused with one plain line on the run page.
+            bad = config.replace(old["old_event_time"], "yesterday 9am")
+            run_id = launch_from_launchpad(page, base, bad)
+            assert finished(dev["port"], run_id)["status"] == "FAILURE"
+            page.reload()
+            refusal = "rebuild refused: start 'yesterday 9am' is not an ISO-8601 time"
+            page.get_by_text(refusal).first.wait_for()
+            page.screenshot(path=str(SHOTS / "0-refused.png"))
+            # Then the seed's old correction.
+            clicked = time.monotonic()
+            run_id = launch_from_launchpad(page, base, config, shot=SHOTS / "1-launchpad.png")
+            run = finished(dev["port"], run_id)
+            record_timing("rebuild_click_to_finished_s", time.monotonic() - clicked)
+            record_timing("rebuild_phases", run_phases(dev["port"], run_id))
+            tags = {t["key"]: t["value"] for t in run["tags"]}
+            assert run["status"] == "SUCCESS", dev["log"].read_text()[-4000:]
+            page.reload()
+            page.get_by_text("Success").first.wait_for()
+            page.screenshot(path=str(SHOTS / "2-run-succeeded.png"))
+            gid = tags["riskstream/generation"]
+            assert tags["riskstream/merchant"] == old["merchant"]
+            assert tags["riskstream/interval"] == f"{old['old_event_time']}/{old['new_event_time']}"
+            page.goto(f"{base}/assets/live_generations")
+            page.get_by_text(gid).first.wait_for()
+            body = page.inner_text("body")
+            page.screenshot(path=str(SHOTS / "3-live-generations.png"), full_page=True)
+            assert "live" in body and old["merchant"] in body
+            page.goto(f"{base}/assets/published_generation")
+            page.get_by_text(gid).first.wait_for()
+            body = page.inner_text("body")
+            page.screenshot(path=str(SHOTS / "4-published-generation.png"), full_page=True)
+            for label in ("pairs_added", "pairs_retired", "pairs_revised", "merchant_totals"):
+                assert label in body, label
+        finally:
+            browser.close()
+    store = Store(dev["url"])
+    [gen] = P.generation_rows(store)
+    assert (gen["generation_id"], gen["status"], gen["interval_start"], gen["interval_end"]) == (
+        gid, "published", old["old_event_time"], old["new_event_time"])
+    assert [q["status"] for q in store.queue("join")] == ["processed"]
+    store.dispose()

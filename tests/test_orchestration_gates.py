@@ -3,7 +3,7 @@ applies nothing while the ledger has an open sink exception, and runs once it is
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from streaming.operators.base import Fact
 
 import pytest
 
@@ -27,7 +27,7 @@ def test_ledger_repair_job_holds_on_an_open_sink_exception(tmp_path, monkeypatch
     run_ledger(str(src), url, end_of_stream=True)
     store = Store(url)
     f = store.facts("ledger", "window")[0]
-    clash = SimpleNamespace(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
+    clash = Fact(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
                             status=f["status"], payload_hash="b" * 64, payload={"x": 1},
                             predecessor_key=None)
     with store.engine.begin() as conn:

@@ -6,7 +6,7 @@ and `repair run` says so with both times."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from streaming.operators.base import Fact
 
 import pytest
 from click.testing import CliRunner
@@ -49,18 +49,15 @@ def _tick(env):
 
 def _run(env, req):
     from orchestration.definitions import build_defs
-    known = set(env["instance"].get_dynamic_partitions("replay_dates"))
-    if req.partition_key not in known:
-        env["instance"].add_dynamic_partitions("replay_dates", [req.partition_key])
     job = build_defs(env["res"]).get_job_def("replay_rebuild")
-    return job.execute_in_process(run_config=req.run_config, partition_key=req.partition_key,
-                                  instance=env["instance"], tags=req.tags, raise_on_error=False)
+    return job.execute_in_process(run_config=req.run_config, instance=env["instance"],
+                                  tags=req.tags, raise_on_error=False)
 
 
 def _join_sink_exception(store) -> str:
     """A second writer rewrites one committed join fact with other content."""
     f = store.facts("join", "outcome")[0]
-    clash = SimpleNamespace(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
+    clash = Fact(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
                             status=f["status"], payload_hash="f" * 64,
                             payload={"rewritten": True}, predecessor_key=None)
     with store.engine.begin() as conn:
@@ -163,24 +160,23 @@ def test_repair_run_says_entries_wait_for_the_watermark_with_both_times(waiting_
 
 def test_manual_rebuild_of_an_empty_interval_is_held_not_published(env):
     from orchestration.definitions import build_defs
-    from orchestration.jobs import rebuild_run_config
+    from orchestration.jobs import manual_run_config
     store = env["store"]
     before = {g["generation_id"]: g["status"] for g in G.generation_rows(store)}
-    known = set(env["instance"].get_dynamic_partitions("replay_dates"))
-    if "2026-10-06" not in known:
-        env["instance"].add_dynamic_partitions("replay_dates", ["2026-10-06"])
     job = build_defs(env["res"]).get_job_def("rebuild_interval")
-    config = rebuild_run_config(merchant="merchant-none", start="2026-10-06T09:00:00Z",
-                                end="2026-10-06T10:00:00Z")
-    run = job.execute_in_process(run_config=config, partition_key="2026-10-06",
-                                 instance=env["instance"], raise_on_error=False)
+    # A known merchant (an unknown one is refused before anything is built), an hour before
+    # the seed's first payment.
+    merchant = env["manifest"]["cases"]["old_correction"]["merchant"]
+    config = manual_run_config(merchant, "2026-10-06T05:00:00Z", "2026-10-06T06:00:00Z")
+    run = job.execute_in_process(run_config=config, instance=env["instance"],
+                                 raise_on_error=False)
     assert not run.success
     assert "published_generation" not in {
         e.asset_key.to_user_string() for e in run.get_asset_materialization_events()}
     [held] = [g for g in G.generation_rows(store) if g["generation_id"] not in before]
     assert held["status"] == "held"
-    assert held["reason"] == ("hold:nothing-to-judge: the rebuild interval (merchant-none "
-                              "[2026-10-06T09:00:00Z, 2026-10-06T10:00:00Z]) holds no payment "
+    assert held["reason"] == (f"hold:nothing-to-judge: the rebuild interval ({merchant} "
+                              "[2026-10-06T05:00:00Z, 2026-10-06T06:00:00Z]) holds no payment "
                               "and no queue entry")
     assert {g["generation_id"]: g["status"] for g in G.generation_rows(store)
             if g["generation_id"] in before} == before

@@ -71,7 +71,9 @@ def test_repair_run_with_the_instance_in_postgresql(seed_dir, pg_url, dagster_pg
             runs = instance.get_runs()
             assert [(r.job_name, r.status) for r in runs] == [
                 ("replay_rebuild", DagsterRunStatus.SUCCESS)]
-            assert runs[0].tags["dagster/partition"] == old["new_event_time"][:10]
+            assert runs[0].tags["riskstream/queue_date"] == old["new_event_time"][:10]
+            assert runs[0].tags["riskstream/merchant"] == old["merchant"]
+            assert runs[0].tags["riskstream/generation"] == gen["generation_id"]
         finally:
             instance.dispose()
     finally:

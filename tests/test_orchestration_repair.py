@@ -42,6 +42,10 @@ def defs_for(env):
     return build_defs(env["res"])
 
 
+def queued_ids(store) -> str:
+    return ", ".join(str(q["id"]) for q in store.queue("join"))
+
+
 def materialized(result) -> set[str]:
     return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
 
@@ -67,11 +71,13 @@ def test_sensor_requests_one_run_per_entry_set_and_advances_its_cursor(env, sens
     queued = env["store"].queue("join", "pending")
     assert [q["event_id"] for q in queued] == [old["payment_id"]]
     entry_id = queued[0]["id"]
-    assert req.partition_key == DAY
+    assert req.partition_key is None  # the rebuild assets are not partitioned
+    assert req.tags == {"riskstream/merchant": old["merchant"], "riskstream/queue_date": DAY,
+                        "riskstream/queue_entry_ids": str(entry_id)}
     assert req.run_key.startswith(f"join:{old['merchant']}:{DAY}:")
     assert req.run_config["ops"]["candidate_generation"]["config"]["entry_ids"] == [entry_id]
     assert sensor_tick.cursor == str(entry_id)
-    assert [r.partition_keys for r in sensor_tick.dynamic_partitions_requests] == [[DAY]]
+    assert not sensor_tick.dynamic_partitions_requests
     # The next tick with the cursor requests nothing; a tick without it gives the same run key,
     # which Dagster deduplicates.
     again = replay_queue_sensor(build_sensor_context(
@@ -86,9 +92,8 @@ def test_sensor_requests_one_run_per_entry_set_and_advances_its_cursor(env, sens
 @pytest.fixture(scope="module")
 def first_run(env, sensor_tick):
     [req] = sensor_tick.run_requests
-    env["instance"].add_dynamic_partitions("replay_dates", [req.partition_key])
     job = defs_for(env).get_job_def("replay_rebuild")
-    return job.execute_in_process(run_config=req.run_config, partition_key=req.partition_key,
+    return job.execute_in_process(run_config=req.run_config,
                                   instance=env["instance"], tags=req.tags,
                                   raise_on_error=False)
 
@@ -99,10 +104,10 @@ def test_old_correction_is_published_through_the_checks(env, first_run):
     store = env["store"]
     assert first_run.success
     assert {"published_generation", "diff_pair_keys", "diff_merchant_totals",
-            "rebuild/cand_pairs"} <= materialized(first_run)
+            "candidate/pairs"} <= materialized(first_run)
     checks = first_run.get_asset_check_evaluations()
     assert checks and all(c.passed for c in checks)
-    assert any(c.check_name.startswith("changed_pairs_involve_entry_set") for c in checks)
+    assert "changes_only_from_queued_events" in {c.check_name for c in checks}
     [gen] = P.generation_rows(store)
     assert (gen["status"], gen["interval_start"], gen["interval_end"]) == (
         "published", old["old_event_time"], old["new_event_time"])
@@ -126,6 +131,27 @@ def test_old_correction_is_published_through_the_checks(env, first_run):
     [(merchant, cur_n, cur_m, cur_amt, new_n, new_m, new_amt)] = diff["totals"]
     assert merchant == old["merchant"] and (cur_n, cur_m) == (new_n, new_m)
     assert new_amt - cur_amt == amounts[2] - amounts[1]
+    # The operator's view: run tags, the publication's diff, the live_generations table.
+    tags = env["instance"].get_run_by_id(first_run.run_id).tags
+    assert tags["riskstream/generation"] == gen["generation_id"]
+    assert tags["riskstream/merchant"] == old["merchant"]
+    assert tags["riskstream/interval"] == f"{old['old_event_time']}/{old['new_event_time']}"
+    [pub] = [m.materialization for m in first_run.get_asset_materialization_events()
+             if m.asset_key.to_user_string() == "published_generation"]
+    assert pub.metadata["generation_id"].value == gen["generation_id"]
+    assert pub.metadata["merchant"].value == old["merchant"]
+    assert (pub.metadata["pairs_added"].value, pub.metadata["pairs_retired"].value,
+            pub.metadata["pairs_revised"].value) == (len(added), len(retired), len(revised))
+    [tot] = pub.metadata["merchant_totals"].records
+    assert (tot.data["merchant"], tot.data["amount_before"], tot.data["amount_after"]) == (
+        merchant, cur_amt, new_amt)
+    [view] = [m.materialization for m in first_run.get_asset_materialization_events()
+              if m.asset_key.to_user_string() == "live_generations"]
+    [row] = [r.data for r in view.metadata["generations"].records]
+    assert (row["generation"], row["status"], row["merchant"], row["pairs_added"],
+            row["pairs_retired"], row["matched_before"], row["matched_after"]) == (
+        gen["generation_id"], "live", old["merchant"], len(added), len(retired), cur_m, new_m)
+    assert row["why"] == f"settled queue entries {queued_ids(store)}"
     # The CLI reads the same history and view.
     runner = CliRunner()
     out = runner.invoke(cli, ["generations", "list", "--store", env["url"]])
@@ -144,7 +170,7 @@ def test_failing_blocking_check_holds_then_passing_check_publishes(env, first_ru
     """A record the live path never joined (archived, unmatched) makes a manual rebuild change a
     pair outside any entry set: the check blocks publication; once it is gone, the same rebuild
     publishes and supersedes the last-good generation."""
-    from orchestration.jobs import rebuild_run_config
+    from orchestration.jobs import manual_run_config
     from orchestration.warehouse import connect
     store = env["store"]
     old = env["manifest"]["cases"]["old_correction"]
@@ -159,20 +185,38 @@ def test_failing_blocking_check_holds_then_passing_check_publishes(env, first_ru
     with store.engine.begin() as conn:
         conn.execute(S.archive.insert(), [stray])
     job = defs_for(env).get_job_def("rebuild_interval")
-    config = rebuild_run_config(merchant=old["merchant"], start=f"{DAY}T09:00:00Z",
-                                end=f"{DAY}T10:00:00Z")
-    failed = job.execute_in_process(run_config=config, partition_key=DAY,
+    config = manual_run_config(old["merchant"], f"{DAY}T09:00:00Z", f"{DAY}T10:00:00Z")
+    failed = job.execute_in_process(run_config=config,
                                     instance=env["instance"], raise_on_error=False)
     assert not failed.success
     assert "published_generation" not in materialized(failed)
-    assert "rebuild/cand_pairs" in materialized(failed)
-    bad = [c for c in failed.get_asset_check_evaluations() if not c.passed]
-    assert [c.check_name for c in bad] == [
-        n for n in (c.check_name for c in bad) if n.startswith("changed_pairs_involve_entry_set")]
-    assert bad
+    assert "candidate/pairs" in materialized(failed)
+    [bad] = [c for c in failed.get_asset_check_evaluations() if not c.passed]
+    assert bad.check_name == "changes_only_from_queued_events"
+    # The failing check lists the failing rows: the pair of the never-joined signal.
+    rows = bad.metadata["failing_rows"].value
+    assert rows and {r["signal_id"] for r in rows} == {"risk-never-joined"}
+    assert all(r["change"] == "added" for r in rows)
+    assert bad.description.startswith("changes_only_from_queued_events failed (blocks "
+                                      "publication) on ")
     gens = {g["generation_id"]: g for g in P.generation_rows(store)}
     [held] = [g for g in gens.values() if g["status"] == "held"]
-    assert held["reason"].startswith("blocking check failed: changed_pairs_involve_entry_set")
+    assert held["reason"] == "blocking check failed: changes_only_from_queued_events"
+    # The run fails with one plain line naming the held generation and the failing rows.
+    [failure] = [e for e in failed.all_events if e.is_step_failure]
+    line = failure.step_failure_data.user_failure_data.description
+    assert "\n" not in line and line.startswith(f"generation {held['generation_id']} held, "
+                                                  "not published: changes_only_from_queued_events")
+    assert "risk-never-joined" in line and f"Generation {last_good} stays live" in line
+    # The generations view recorded by the held run: the last good one live, the new one held.
+    [view] = [m for m in failed.get_asset_materialization_events()
+              if m.asset_key.to_user_string() == "live_generations"]
+    table = {r.data["generation"]: r.data for r in
+             view.materialization.metadata["generations"].records}
+    assert table[last_good]["status"] == "live"
+    assert table[held["generation_id"]]["status"] == "held"
+    assert table[held["generation_id"]]["predecessor"] == last_good
+    assert table[held["generation_id"]]["why"] == held["reason"]
     assert gens[last_good]["status"] == "published"
     assert {p["generation_id"] for p in published_pointers(store)} == {last_good}
     assert P.published_pairs(store) == view_before
@@ -183,7 +227,7 @@ def test_failing_blocking_check_holds_then_passing_check_publishes(env, first_ru
 
     with store.engine.begin() as conn:
         conn.execute(delete(S.archive).where(S.archive.c.offset == 999_999))
-    passed = job.execute_in_process(run_config=config, partition_key=DAY,
+    passed = job.execute_in_process(run_config=config,
                                     instance=env["instance"], raise_on_error=False)
     assert passed.success
     assert "published_generation" in materialized(passed)
@@ -196,3 +240,25 @@ def test_failing_blocking_check_holds_then_passing_check_publishes(env, first_ru
     # Same rows as before, now all from the new generation inside its wider interval.
     strip = lambda rows: sorted((r["payment_id"], r["signal_id"], r["pair_id"]) for r in rows)  # noqa: E731
     assert strip(P.published_pairs(store)) == strip(view_before)
+
+
+def test_riskstream_rebuild_runs_the_ui_job_in_process(env, first_run):
+    """`riskstream rebuild` is `rebuild_interval` in-process: it publishes a generation that
+    supersedes the live one for the interval and tags its run."""
+    from orchestration.cli import rebuild
+    store = env["store"]
+    old = env["manifest"]["cases"]["old_correction"]
+    before = {g["generation_id"] for g in P.generation_rows(store) if g["status"] == "published"}
+    out = CliRunner().invoke(rebuild, [
+        "--merchant", old["merchant"], "--from", f"{DAY}T08:00:00Z", "--to", f"{DAY}T11:00:00Z",
+        "--store", env["url"], "--warehouse", env["warehouse"]])
+    assert out.exit_code == 0, out.output
+    gens = {g["generation_id"]: g for g in P.generation_rows(store)}
+    [new] = [g for g in gens.values() if g["status"] == "published"]
+    assert new["generation_id"] not in before
+    assert (new["interval_key"], new["interval_start"], new["interval_end"]) == (
+        old["merchant"], f"{DAY}T08:00:00Z", f"{DAY}T11:00:00Z")
+    assert all(gens[g]["status"] == "superseded" for g in before)
+    assert out.output.splitlines()[-1].startswith(
+        f"rebuild {old['merchant']} [{DAY}T08:00:00Z, {DAY}T11:00:00Z]: generation "
+        f"{new['generation_id']} published (run ")

@@ -1,12 +1,13 @@
 """The tooling's CLI commands, added to the runtime's groups by `register` (the
 `riskstream.commands` entry point `tools`): `join|ledger|receipts generate`, `join|ledger
-evidence`, `receipts incident` and `receipts reference-check`. Only click and light modules
-load here; matplotlib, DuckDB and Dagster load inside the commands that use them."""
+evidence`, `receipts incident`, `receipts reference-check` and `bench`. Only click and light
+modules load here; matplotlib, DuckDB and Dagster load inside the commands that use them."""
 
 from __future__ import annotations
 
 import click
 
+from .bench import bench
 from .incident import incident
 from .join_evidence import evidence as join_evidence
 from .ledger_evidence import evidence as ledger_evidence
@@ -26,3 +27,4 @@ def register(cli: click.Group) -> None:
     group("receipts").add_command(receipts_generate)
     group("receipts").add_command(incident)
     group("receipts").add_command(reference_check)
+    cli.add_command(bench)

@@ -45,6 +45,13 @@ source_option = click.option(
     "--source", required=True, type=SourceLocation(),
     help="File-log directory (DIR/<topic>/p<N>.jsonl) or nats://HOST:PORT?stream=NAME.")
 
+max_arrival_jump_option = click.option(
+    "--max-arrival-jump", "max_arrival_jump", type=click.FloatRange(min=0), default=60.0,
+    show_default=True, envvar="RISKSTREAM_MAX_ARRIVAL_JUMP",
+    help="Minutes a record's arrival time may run ahead of its partition's latest arrival "
+         "(when the partition does not follow it) before it is quarantined as "
+         "arrival_time_jump; 0 turns the check off.")
+
 format_option = click.option("--format", "fmt", type=click.Choice(["csv", "json"]),
                              default="csv", show_default=True)
 
@@ -136,7 +143,8 @@ def echo_json(obj) -> None:
 
 def run_settings(source: str, store_url: str, crash_at: str | None, checkpoint_every: int,
                  batch_size: int, *, idle_after: float | None = None,
-                 ttl_minutes: float | None = None, end_of_stream: bool = False, **more):
+                 ttl_minutes: float | None = None, end_of_stream: bool = False,
+                 max_arrival_jump: float = 60.0, **more):
     """RunSettings from a `run` command's shared flags (minutes -> microseconds); a bad
     --crash-at exits with its reason."""
     from ..host.crash import parse_crash_at
@@ -151,4 +159,6 @@ def run_settings(source: str, store_url: str, crash_at: str | None, checkpoint_e
         batch_size=batch_size, crash_at=crash,
         idle_after_us=int(idle_after * US_PER_MIN) if idle_after is not None else None,
         ttl_us=int(ttl_minutes * US_PER_MIN) if ttl_minutes is not None else None,
-        end_of_stream=end_of_stream, **more)
+        end_of_stream=end_of_stream,
+        max_arrival_jump_us=int(max_arrival_jump * US_PER_MIN) if max_arrival_jump else None,
+        **more)

@@ -68,7 +68,40 @@ def read_checkpoint(store: Store, pipeline: str, state_schema: str) -> dict | No
         ck["decoded"] = orjson.loads(zlib.decompress(ck["state"]))
     except (zlib.error, orjson.JSONDecodeError) as exc:
         raise CheckpointMismatch(f"checkpoint {ck['id']} cannot be decoded: {exc}") from None
+    problem = shape_problem(ck["decoded"])
+    if problem:
+        raise CheckpointMismatch(
+            f"checkpoint {ck['id']} of pipeline {pipeline!r} decodes but does not have the shape "
+            f"this code writes ({problem}). Refusing to start: nothing was read or written.")
     return ck
+
+
+# What `write_checkpoint` puts in a state, by key: the type each value must have.
+_STATE_SHAPE = {"operator": dict, "watermarks": dict, "positions": dict, "source": dict,
+                "clock": int, "stream_start": int, "journal_seq": int, "records_total": int}
+
+
+def shape_problem(state: object) -> str | None:
+    """What makes a decoded checkpoint state unusable, or None. The operator's own state is
+    judged by its `restore` (a failure there is reported the same way)."""
+    if not isinstance(state, dict):
+        return f"the state is a {type(state).__name__}, not an object"
+    for key, kind in _STATE_SHAPE.items():
+        if key not in state:
+            return f"no {key!r}"
+        if not isinstance(state[key], kind) or isinstance(state[key], bool):
+            return f"{key!r} is a {type(state[key]).__name__}, not a {kind.__name__}"
+    for tps, off in state["positions"].items():
+        if ":" not in tps or not isinstance(off, int) or off < 0:
+            return f"position {tps!r} = {off!r} is not topic:partition -> offset"
+    src = state["source"]
+    if not isinstance(src.get("partitions"), dict) or not isinstance(src.get("fingerprints"),
+                                                                     dict):
+        return "the source identity has no partitions or fingerprints"
+    missing = [tps for tps in state["positions"] if tps not in src["fingerprints"]]
+    if missing:
+        return f"no fingerprint for {missing[0]!r}"
+    return None
 
 
 def verified_positions(ck: dict, source: Source) -> dict[TP, int]:

@@ -15,15 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..contracts import InvalidRecord, validate
-from ..operators.base import Emit, Quarantined
+from ..operators.base import Emit, Quarantined, raw_line_text, safe_text
 from ..sources import open_source
 from ..sources.filelog import RawRecord
 from ..store.ops import BatchWrite, Store, dumps, now_iso
 from ..timeutil import NEG_INF, event_date
 from ..watermarks import InputWatermark
-from .checkpoints import read_checkpoint, tp_str, verified_positions, write_checkpoint
+from .checkpoints import (CheckpointMismatch, read_checkpoint, tp_str, verified_positions,
+                          write_checkpoint)
 from .crash import CrashInjector
-from .journal import journaled_batch
+from .journal import journaled_batch, range_digests, verify_journal
 from .metrics import metrics_snapshot
 from .settings import TP, Operator, PipelineSpec, RunSettings, Source
 from .throttle import SinkThrottle
@@ -46,6 +47,11 @@ class RunResult:
     metrics: dict = field(default_factory=dict)
     backlog: dict | None = None  # the throttle's backlog calculation, when throttled
     backlog_lines: list[str] = field(default_factory=list)
+    # Wall seconds per host stage: decode_validate (contract validation; JSON parsing happens
+    # in the source), operator (the operator plus the host's per-record bookkeeping), sink
+    # (building and committing each batch), checkpoint. The rest of a run is the source.
+    stage_seconds: dict = field(default_factory=lambda: dict.fromkeys(
+        ("decode_validate", "operator", "sink", "checkpoint"), 0.0))
 
 
 class Worker:
@@ -80,7 +86,8 @@ class Worker:
     # ------------------------------------------------------------------ set-up
     def _open_source(self) -> Source:
         arrival = {t: c.arrival_time_field for t, c in self.spec.contracts.items()}
-        return open_source(self.settings.source, self.spec.topics, arrival)
+        return open_source(self.settings.source, self.spec.topics, arrival,
+                           self.settings.max_arrival_jump_us)
 
     def _restore(self, source: Source, ck: dict | None) -> None:
         if ck is None:
@@ -91,10 +98,17 @@ class Worker:
             return
         state = ck["decoded"]
         self.positions = verified_positions(ck, source)
-        log.info("%s: restoring checkpoint %s (journal seq %s, %s records read)",
-                 self.spec.name, ck["id"], state["journal_seq"], state["records_total"])
-        self.op.restore(state["operator"])
-        self.wms = {t: InputWatermark.restore(s) for t, s in state["watermarks"].items()}
+        try:
+            log.info("%s: restoring checkpoint %s (journal seq %s, %s records read)",
+                     self.spec.name, ck["id"], state.get("journal_seq"),
+                     state.get("records_total"))
+            self.op.restore(state["operator"])
+            self.wms = {t: InputWatermark.restore(s) for t, s in state["watermarks"].items()}
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise CheckpointMismatch(
+                f"checkpoint {ck['id']} decodes but its operator or watermark state does not "
+                f"have the shape this code writes ({type(exc).__name__}: {exc}); refusing to "
+                f"start: nothing was read or written") from None
         self.clock = state["clock"]
         self.stream_start = state["stream_start"]
         self.seq = state["journal_seq"]
@@ -123,6 +137,8 @@ class Worker:
             gc.unfreeze()
 
     def _run_loop(self, t0: float) -> RunResult:
+        journal = list(self.store.journal_after(self.spec.name, self.seq))
+        verify_journal(journal, self.source, self.positions)
         if self.spec.prepare is not None:
             self.spec.prepare(self.op, self.store)
         run_id = self.store.start_run(self.spec.name, self.settings.describe())
@@ -135,7 +151,7 @@ class Worker:
         done = 0
         self.replaying = True
         # 1. Follow the journal past the checkpoint: same records, same order, same decisions.
-        for entry in self.store.journal_after(self.spec.name, self.seq):
+        for entry in journal:
             n = self._replay_entry(entry)
             done += n
             self.result.replayed_batches += 1
@@ -191,6 +207,9 @@ class Worker:
 
     def _source_head(self) -> int | None:
         """Newest arrival time held by the source: what a caught-up reader would have seen."""
+        newest = getattr(self.source, "newest_arrival", None)
+        if newest is not None:  # a streamed source knows it without reading the partitions
+            return newest()
         last = getattr(self.source, "next_arrival", None)
         if last is None:
             return None
@@ -222,6 +241,10 @@ class Worker:
         pending = sorted(decisions or [], key=lambda d: d[0])
         pi = 0
         idle_after = self.settings.idle_after_us
+        clock = time.perf_counter
+        stages = self.result.stage_seconds
+        decode_s = 0.0
+        t_batch = clock()
         for i, raw in enumerate(raws):
             tp = (raw.topic, raw.partition)
             tps = tp_str(*tp)
@@ -242,16 +265,21 @@ class Worker:
             wm = wms[raw.topic]
             contract = contracts[raw.topic]
             obj = raw.obj
+            t_rec = clock()
             try:
+                if raw.fault is not None:
+                    raise InvalidRecord(*raw.fault)
                 if isinstance(obj, Exception):
-                    raise InvalidRecord("malformed_json", str(obj)[:120])
+                    raise InvalidRecord(*_undecodable(raw.line, obj))
                 if not isinstance(obj, dict):
                     raise InvalidRecord("not_an_object", type(obj).__name__)
                 rec = validate(contract, obj, raw.partition, raw.offset, len(raw.line))
             except InvalidRecord as exc:
+                decode_s += clock() - t_rec
                 out.quarantine.append(_quarantined(raw, exc.reason, exc.detail))
                 wm.touch(raw.partition, raw.arrival_us)
             else:
+                decode_s += clock() - t_rec
                 op.on_record(rec, out)
                 if wm.observe(raw.partition, rec.event_us, raw.arrival_us):
                     op.on_watermark(raw.topic, wm.wm, out)
@@ -271,6 +299,9 @@ class Worker:
                 wm.end_of_stream()
             op.on_end_of_stream(out)
             self.ended = True
+        t_sink = clock()
+        stages["decode_validate"] += decode_s
+        stages["operator"] += t_sink - t_batch - decode_s
         n = len(raws)
         self.records_total += n
         self.since_ckpt += n
@@ -280,6 +311,8 @@ class Worker:
             seq = self.seq
         else:
             self.seq = seq
+        for tps, digest in range_digests(raws).items():
+            ranges[tps].append(digest)
         self.crash.hit("after-candidate")
         bw = self._batch_write(seq, out, ranges, order_runs, made, n, end_of_stream)
         res = self.store.commit_batch(bw)
@@ -297,6 +330,7 @@ class Worker:
                         ", ".join(res.rejected_keys[:5]))
         if self.spec.on_batch_committed is not None:
             self.spec.on_batch_committed(op, self.store, bw)
+        stages["sink"] += clock() - t_sink
         self.crash.hit("after-sink-write")
         if self.since_ckpt >= self.settings.checkpoint_every:
             self._checkpoint()
@@ -328,8 +362,8 @@ class Worker:
                     "disposition": disp, "batch_seq": seq}
                    for rec, disp in out.dispositions]
         quarantine = [{"pipeline": name, "topic": q.topic, "partition": q.partition,
-                       "offset": q.offset, "reason": q.reason, "detail": q.detail,
-                       "raw": q.raw, "batch_seq": seq} for q in out.quarantine]
+                       "offset": q.offset, "reason": q.reason, "detail": safe_text(q.detail),
+                       "raw": safe_text(q.raw), "batch_seq": seq} for q in out.quarantine]
         queue = [{"pipeline": name, "queue_date": event_date(e.event_us), "topic": e.topic,
                   "partition": e.partition, "offset": e.offset, "event_id": e.event_id,
                   "revision": e.revision, "key": e.key, "event_us": e.event_us,
@@ -349,6 +383,7 @@ class Worker:
 
     # ------------------------------------------------------------------ checkpoints
     def _checkpoint(self) -> None:
+        t0 = time.perf_counter()
         self.last_ckpt = write_checkpoint(
             self.store, self.spec, self.op, self.source, self.wms, self.positions,
             clock=self.clock, stream_start=self.stream_start, seq=self.seq,
@@ -358,15 +393,23 @@ class Worker:
         self.result.checkpoints += 1
         log.debug("%s: checkpoint at journal seq %d (%s bytes)", self.spec.name, self.seq,
                   self.last_ckpt.get("size_bytes"))
+        self.result.stage_seconds["checkpoint"] += time.perf_counter() - t0
 
     # ------------------------------------------------------------------ metrics
     def _metrics_snapshot(self, out: Emit | None = None) -> dict:
         return metrics_snapshot(self, out)
 
 
-def _quarantined(raw: RawRecord, reason: str, detail: str) -> Quarantined:
+def _undecodable(line: bytes, exc: Exception) -> tuple[str, str]:
+    """Reason and detail for a line that is not JSON: bytes that are not UTF-8 say so."""
     try:
-        text = raw.line.decode("utf-8")
-    except UnicodeDecodeError:
-        text = raw.line.decode("utf-8", "replace")
-    return Quarantined(raw.topic, raw.partition, raw.offset, reason, detail, text)
+        line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return "invalid_utf8", f"byte {err.start} is not UTF-8 ({err.reason})"
+    return "malformed_json", str(exc)[:120]
+
+
+def _quarantined(raw: RawRecord, reason: str, detail: str) -> Quarantined:
+    # Text columns cannot hold NUL or bytes that are not UTF-8: those are stored escaped.
+    return Quarantined(raw.topic, raw.partition, raw.offset, reason, detail,
+                       raw_line_text(raw.line))

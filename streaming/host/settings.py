@@ -9,7 +9,8 @@ from typing import Any, Protocol
 
 from ..contracts import Contract
 from ..operators.base import Emit
-from ..sources.filelog import RawRecord
+from ..redaction import redact_url
+from ..sources.filelog import DEFAULT_MAX_ARRIVAL_JUMP_US, RawRecord
 from ..store.ops import BatchWrite, Store
 from .throttle import ThrottleSettings
 
@@ -60,22 +61,18 @@ class RunSettings:
     extra: dict = field(default_factory=dict)
     # Opt-in pressure test: commit through a sink throttled in worker-clock time.
     throttle: ThrottleSettings | None = None
+    # A record arriving more than this past its partition's latest arrival (and not followed
+    # by the partition) is quarantined as `arrival_time_jump`; None turns the check off.
+    max_arrival_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US
 
     def describe(self) -> dict:
-        return {"source": redact(self.source), "store": redact(self.store_url),
+        return {"source": redact_url(self.source), "store": redact_url(self.store_url),
                 "checkpoint_every": self.checkpoint_every, "batch_size": self.batch_size,
                 "crash_at": f"{self.crash_at[0]}:{self.crash_at[1]}" if self.crash_at else None,
                 "idle_after_us": self.idle_after_us, "end_of_stream": self.end_of_stream,
-                "ttl_us": self.ttl_us,
+                "ttl_us": self.ttl_us, "max_arrival_jump_us": self.max_arrival_jump_us,
                 **({"throttle": self.throttle.describe()} if self.throttle else {}),
                 **self.extra}
-
-
-def redact(url: str) -> str:
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url
 
 
 @dataclass

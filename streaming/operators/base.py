@@ -16,6 +16,17 @@ ROUTED = "routed_to_repair"
 QUARANTINED = "quarantined"
 BUCKETS = (ACCEPTED, DUPLICATE, STALE, QUARANTINED, ROUTED)
 
+# Aggregates (window totals, feature sums) are published as signed 64-bit integers, what the
+# store, DuckDB and every consumer hold. One that would leave the range is not published: the
+# record that would push it out is routed to repair with the reason `aggregate_overflow`.
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+AGGREGATE_OVERFLOW = "aggregate_overflow"
+
+
+def fits_int64(value: int) -> bool:
+    return INT64_MIN <= value <= INT64_MAX
+
 
 @dataclass(slots=True)
 class Fact:
@@ -51,6 +62,22 @@ class QueueEntry:
     reason: str
     watermark_at_arrival: int
     detail: dict = field(default_factory=dict)
+
+
+def raw_line_text(line: bytes) -> str:
+    """A source line as quarantine text. Text columns cannot hold every byte (PostgreSQL
+    refuses NUL; bytes that are not UTF-8 are no text at all), so such a line is kept with
+    those bytes escaped as `\\xNN`: readable, and the original bytes are recoverable."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        text = line.decode("utf-8", "backslashreplace")
+    return safe_text(text)
+
+
+def safe_text(text: str) -> str:
+    """Text a store column can hold: NUL escaped as `\\x00`."""
+    return text.replace("\x00", "\\x00") if "\x00" in text else text
 
 
 @dataclass(slots=True)

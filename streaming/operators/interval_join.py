@@ -22,6 +22,7 @@ from bisect import bisect_left, insort
 from typing import Iterable
 
 from ..contracts import Record
+from ..keys import compose, escape
 from ..state import KeyedSide
 from ..timeutil import NEG_INF, POS_INF, US_PER_MIN, us_to_iso
 from .base import ACCEPTED, DUPLICATE, ROUTED, STALE, Emit, Fact, QueueEntry, Quarantined
@@ -43,24 +44,52 @@ SIGNALS = "risk_signals"
 
 def pair_id(rule_version: str, payment_id: str, payment_rev: int, signal_id: str,
             signal_rev: int) -> str:
-    raw = f"{rule_version}\x1f{payment_id}\x1f{payment_rev}\x1f{signal_id}\x1f{signal_rev}"
+    return _pair_id_escaped(escape(rule_version), escape(payment_id), payment_rev,
+                            escape(signal_id), signal_rev)
+
+
+def _pair_id_escaped(rule_eid: str, payment_eid: str, payment_rev: int, signal_eid: str,
+                     signal_rev: int) -> str:
+    # The hashed text is the unambiguous composition of the five parts (see keys.compose).
+    raw = f"{rule_eid}|{payment_eid}|{payment_rev}|{signal_eid}|{signal_rev}"
     return hashlib.blake2b(raw.encode(), digest_size=16).hexdigest()
 
 
 def pair_fact_key(payment_us: int, pid: str, action: str) -> str:
-    # Leading with the payment's event time keeps the unique index's inserts time-ordered.
-    return f"pair|{us_to_iso(payment_us)}|{pid}|{action}"
+    # Leading with the payment's event time (integer microseconds, no formatting on the hot
+    # path) keeps the unique index's inserts time-ordered; `pid` is hex, so no escaping.
+    return f"pair|{payment_us}|{pid}|{action}"
 
 
 def pair_logical_key(payment_id: str, signal_id: str, rule_version: str) -> str:
-    return f"{payment_id}|{signal_id}|{rule_version}"
+    return compose(payment_id, signal_id, rule_version)
+
+
+def pair_payload(rule_version: str, pid: str, merchant_id: str, payment_id: str,
+                 payment_rev: int, signal_id: str, signal_rev: int, payment_time: str,
+                 signal_time: str, amount_cents, score) -> dict:  # noqa: ANN001
+    """A published pair's business payload: the one definition the live operator and the
+    batch rebuild share, so equal pairs hash equally."""
+    return {"rule_version": rule_version, "pair_id": pid, "merchant_id": merchant_id,
+            "payment_id": payment_id, "payment_rev": payment_rev, "signal_id": signal_id,
+            "signal_rev": signal_rev, "payment_time": payment_time, "signal_time": signal_time,
+            "amount_cents": amount_cents, "score": score}
+
+
+def outcome_payload(payment_id: str, payment_rev: int, merchant_id: str, payment_time: str,
+                    amount_cents, status: str, match_count: int,  # noqa: ANN001
+                    rule_version: str) -> dict:
+    """A payment outcome's business payload (live and rebuilt)."""
+    return {"payment_id": payment_id, "payment_rev": payment_rev, "merchant_id": merchant_id,
+            "payment_time": payment_time, "amount_cents": amount_cents, "status": status,
+            "match_count": match_count, "rule_version": rule_version}
 
 
 class Entry:
     """A payment or signal held in state. `matches` maps counterpart id -> current pair id."""
 
     __slots__ = ("id", "rev", "t", "key", "seq", "size", "payload", "matches", "outcome",
-                 "outcome_seq", "arrival")
+                 "outcome_seq", "arrival", "_iso", "eid")
 
     def __init__(self, id, rev, t, key, seq, size, payload, arrival):
         self.id = id
@@ -74,6 +103,15 @@ class Entry:
         self.matches: dict[str, str] = {}
         self.outcome = ""  # last outcome status published (payments only)
         self.outcome_seq = 0
+        self._iso: str | None = None
+        self.eid = escape(id)  # the ID as a composite-key part, escaped once per entry
+
+    @property
+    def iso(self) -> str:
+        """The event time as ISO text for payloads, formatted once per entry (not per pair)."""
+        if self._iso is None:
+            self._iso = us_to_iso(self.t)
+        return self._iso
 
     def dump(self) -> list:
         return [self.id, self.rev, self.t, self.key, self.seq, self.size, self.payload,
@@ -92,6 +130,53 @@ def _size_of(e: Entry) -> int:
     return e.size
 
 
+class Identity:
+    """The latest revision seen of one event ID and where that version is now."""
+
+    __slots__ = ("rev", "hash", "key", "t", "where")
+
+    def __init__(self, rev: int, hash: str, key: str, t: int, where: str):
+        self.rev = rev
+        self.hash = hash
+        self.key = key
+        self.t = t
+        self.where = where  # live | evicted | queued
+
+    def dump(self) -> list:
+        return [self.rev, self.hash, self.key, self.t, self.where]
+
+    @classmethod
+    def load(cls, row: list) -> "Identity":
+        return cls(row[0], row[1], row[2], row[3], row[4])
+
+
+class Side:
+    """One input of the join. An own event at t matches a counterpart at c when
+    t - lower <= c <= t + upper; the other side's bounds are the mirror. The own entry at t is
+    retained while the other input's watermark <= t + upper (the horizon rule), so both sides
+    run one code path with their own bounds, as in Flink's IntervalJoinOperator."""
+
+    __slots__ = ("topic", "is_payment", "lower", "upper", "state", "ids", "live",
+                 "evicted_max", "dropped_max", "queued", "heap", "wm", "label")
+
+    def __init__(self, topic: str, lower: int, upper: int):
+        self.topic = topic
+        self.is_payment = topic == PAYMENTS
+        self.label = "payment" if self.is_payment else "signal"
+        self.lower = lower
+        self.upper = upper
+        self.state = KeyedSide(topic)
+        self.ids: dict[str, Identity] = {}
+        self.live: dict[str, Entry] = {}
+        self.evicted_max: dict[str, int] = {}
+        # Largest evicted_max of any key whose entry was dropped: a safe bound for missing keys.
+        self.dropped_max = NEG_INF
+        # Event times of queued records per key: a late event near one must not join live.
+        self.queued: dict[str, list[int]] = {}
+        self.heap: list[tuple[int, str]] = []  # (event time, key): eviction order
+        self.wm = NEG_INF  # this input's watermark
+
+
 class IntervalJoin:
     """The operator. Watermarks come in through `on_watermark`; the host owns the clocks."""
 
@@ -101,34 +186,18 @@ class IntervalJoin:
     def __init__(self, lower_us: int = LOWER_US, upper_us: int = UPPER_US,
                  ttl_us: int | None = None, rule_version: str = RULE_VERSION,
                  identity_retention_us: int = IDENTITY_RETENTION_US):
-        self.lower = lower_us
-        self.upper = upper_us
         self.ttl = ttl_us
         self.rule_version = rule_version
+        self._rule_eid = escape(rule_version)
         self.identity_retention = identity_retention_us
         self._pruned_at = NEG_INF
-        self.pay = KeyedSide(PAYMENTS)
-        self.sig = KeyedSide(SIGNALS)
-        # id -> [revision, payload_hash, key, event_us, where]; where in live|evicted|queued
-        self.pay_ids: dict[str, list] = {}
-        self.sig_ids: dict[str, list] = {}
-        self.pay_live: dict[str, Entry] = {}
-        self.sig_live: dict[str, Entry] = {}
-        self.evicted_max_pay: dict[str, int] = {}
-        self.evicted_max_sig: dict[str, int] = {}
-        # Largest evicted_max of any key whose entry was dropped: a safe bound for missing keys.
-        self.dropped_max_pay = NEG_INF
-        self.dropped_max_sig = NEG_INF
-        # Event times of queued records per key: a late event near one must not join live.
-        self.queued_pay: dict[str, list[int]] = {}
-        self.queued_sig: dict[str, list[int]] = {}
+        self.payments = Side(PAYMENTS, lower_us, upper_us)
+        self.signals = Side(SIGNALS, upper_us, lower_us)
+        self._other = {PAYMENTS: self.signals, SIGNALS: self.payments}
+        self._sides = {PAYMENTS: self.payments, SIGNALS: self.signals}
         # Payment-time intervals per key covered by a published generation (set by the host).
         self.covered: dict[str, list[tuple[int, int]]] = {}
-        self.payment_wm = NEG_INF
-        self.risk_wm = NEG_INF
         self.seq = 0
-        self._pay_heap: list[tuple[int, str]] = []
-        self._sig_heap: list[tuple[int, str]] = []
         self._ttl_heap: list[tuple[int, int, str, str]] = []
         self._ident_heap: list[tuple[int, str, str]] = []
         self.counters = {"late_joined": 0, "late_queued": 0, "corrections_live": 0,
@@ -137,36 +206,78 @@ class IntervalJoin:
         self.peak = {"records": 0, "bytes": 0, "hot_key": None, "hot_key_records": 0,
                      "hot_key_bytes": 0}
 
-    # ------------------------------------------------------------------ helpers
-    def own_wm(self, topic: str) -> int:
-        return self.payment_wm if topic == PAYMENTS else self.risk_wm
+    # ------------------------------------------------------------------ views by input
+    # The payment side's bounds are the rule's (-47 min .. +8 min); read-only names for them.
+    @property
+    def lower(self) -> int:
+        return self.payments.lower
 
-    def _evicted_max_sig(self, key: str) -> int:
-        v = self.evicted_max_sig.get(key)
-        if v is not None:
-            return v
-        return self._fallback_sig()
+    @property
+    def upper(self) -> int:
+        return self.payments.upper
+
+    @property
+    def payment_wm(self) -> int:
+        return self.payments.wm
+
+    @property
+    def risk_wm(self) -> int:
+        return self.signals.wm
+
+    @property
+    def pay(self) -> KeyedSide:
+        return self.payments.state
+
+    @property
+    def sig(self) -> KeyedSide:
+        return self.signals.state
+
+    @property
+    def pay_live(self) -> dict[str, Entry]:
+        return self.payments.live
+
+    @property
+    def sig_live(self) -> dict[str, Entry]:
+        return self.signals.live
+
+    @property
+    def pay_ids(self) -> dict[str, Identity]:
+        return self.payments.ids
+
+    @property
+    def sig_ids(self) -> dict[str, Identity]:
+        return self.signals.ids
+
+    @property
+    def evicted_max_pay(self) -> dict[str, int]:
+        return self.payments.evicted_max
+
+    @property
+    def evicted_max_sig(self) -> dict[str, int]:
+        return self.signals.evicted_max
 
     def _evicted_max_pay(self, key: str) -> int:
-        v = self.evicted_max_pay.get(key)
+        return self._evicted_max(self.payments, key)
+
+    def own_wm(self, topic: str) -> int:
+        return self._sides[topic].wm
+
+    # ------------------------------------------------------------------ proofs
+    def _evicted_max(self, side: Side, key: str) -> int:
+        v = side.evicted_max.get(key)
         if v is not None:
             return v
-        return self._fallback_pay()
+        return self._fallback(side)
 
-    def _fallback_sig(self) -> int:
-        """Upper bound on the evicted signal times of a key without an entry: signals below
-        payment_wm - 47 min may have been evicted, and no dropped key evicted anything later
-        than dropped_max_sig. Both bounds are safe; the smaller is used."""
+    def _fallback(self, side: Side) -> int:
+        """Upper bound on the evicted times of `side` for a key without an entry: entries below
+        (other input's watermark - side.upper) may have been evicted, and no dropped key evicted
+        anything later than side.dropped_max. Both bounds are safe; the smaller is used."""
         if self.ttl is not None:  # TTL evicts regardless of watermarks: only the max is safe
-            return self.dropped_max_sig
-        wm_bound = NEG_INF if self.payment_wm <= NEG_INF else self.payment_wm - self.lower
-        return min(wm_bound, self.dropped_max_sig)
-
-    def _fallback_pay(self) -> int:
-        if self.ttl is not None:
-            return self.dropped_max_pay
-        wm_bound = NEG_INF if self.risk_wm <= NEG_INF else self.risk_wm - self.upper
-        return min(wm_bound, self.dropped_max_pay)
+            return side.dropped_max
+        other_wm = self._other[side.topic].wm
+        wm_bound = NEG_INF if other_wm <= NEG_INF else other_wm - side.upper
+        return min(wm_bound, side.dropped_max)
 
     @staticmethod
     def _any_in(times: list[int] | None, lo: int, hi: int) -> bool:
@@ -181,35 +292,28 @@ class IntervalJoin:
                 return True
         return False
 
-    def _pay_blocker(self, key: str, t: int) -> str | None:
-        """Why a payment at t cannot join live now, or None when it provably can."""
-        if self._evicted_max_sig(key) >= t - self.lower:
+    def _blocker(self, side: Side, other: Side, key: str, t: int) -> str | None:
+        """Why an event of `side` at t cannot join live now, or None when it provably can."""
+        if self._evicted_max(other, key) >= t - side.lower:
             return "counterpart_evicted"
-        if self._any_in(self.queued_sig.get(key), t - self.lower, t + self.upper):
+        if self._any_in(other.queued.get(key), t - side.lower, t + side.upper):
             return "counterpart_queued"
-        if self._covered(key, t, t):
-            return "covered_by_generation"
-        return None
-
-    def _sig_blocker(self, key: str, s: int) -> str | None:
-        if self._evicted_max_pay(key) >= s - self.upper:
-            return "counterpart_evicted"
-        if self._any_in(self.queued_pay.get(key), s - self.upper, s + self.lower):
-            return "counterpart_queued"
-        if self._covered(key, s - self.upper, s + self.lower):
+        # The payment times this event can affect: its own time for a payment, the window of
+        # payments it may match for a signal.
+        lo, hi = (t, t) if side.is_payment else (t - side.lower, t + side.upper)
+        if self._covered(key, lo, hi):
             return "covered_by_generation"
         return None
 
     def _queue(self, rec: Record, reason: str, out: Emit, detail: dict | None = None) -> None:
-        own = self.own_wm(rec.topic)
+        side = self._sides[rec.topic]
         out.queue.append(QueueEntry(rec.topic, rec.partition, rec.offset, rec.id, rec.revision,
-                                    rec.key, rec.event_us, reason, own, detail or {}))
+                                    rec.key, rec.event_us, reason, side.wm, detail or {}))
         out.disposition(rec, ROUTED)
         self._retire_identity(rec.topic, rec.id, rec.event_us)
-        index = self.queued_pay if rec.topic == PAYMENTS else self.queued_sig
-        insort(index.setdefault(rec.key, []), rec.event_us)
+        insort(side.queued.setdefault(rec.key, []), rec.event_us)
         if detail and "old_event_us" in detail:
-            insort(index.setdefault(rec.key, []), detail["old_event_us"])
+            insort(side.queued.setdefault(rec.key, []), detail["old_event_us"])
 
     def _new_entry(self, rec: Record) -> Entry:
         self.seq += 1
@@ -218,20 +322,25 @@ class IntervalJoin:
 
     # ------------------------------------------------------------------ facts
     def _pair_payload(self, p: Entry, s: Entry, pid: str) -> dict:
-        return {"rule_version": self.rule_version, "pair_id": pid, "merchant_id": p.key,
-                "payment_id": p.id, "payment_rev": p.rev, "signal_id": s.id, "signal_rev": s.rev,
-                "payment_time": us_to_iso(p.t), "signal_time": us_to_iso(s.t),
-                "amount_cents": p.payload.get("amount_cents"), "score": s.payload.get("score")}
+        return pair_payload(self.rule_version, pid, p.key, p.id, p.rev, s.id, s.rev, p.iso,
+                            s.iso, p.payload.get("amount_cents"), s.payload.get("score"))
 
     def _publish(self, p: Entry, s: Entry, out: Emit) -> str:
-        pid = pair_id(self.rule_version, p.id, p.rev, s.id, s.rev)
+        pid = _pair_id_escaped(self._rule_eid, p.eid, p.rev, s.eid, s.rev)
         out.fact(Fact.make(pair_fact_key(p.t, pid, "publish"), "pair",
-                           pair_logical_key(p.id, s.id, self.rule_version), "current",
+                           f"{p.eid}|{s.eid}|{self._rule_eid}", "current",
                            self._pair_payload(p, s, pid)))
         p.matches[s.id] = pid
         s.matches[p.id] = pid
         self.counters["pairs_published"] += 1
         return pid
+
+    def _publish_sided(self, side: Side, e: Entry, c: Entry, out: Emit) -> None:
+        """Publish the pair of own entry `e` and counterpart `c` (payment first)."""
+        if side.is_payment:
+            self._publish(e, c, out)
+        else:
+            self._publish(c, e, out)
 
     def _retire(self, payment_id: str, payment_rev: int, payment_t: int, signal_id: str,
                 signal_rev: int, pid: str, successor: str | None, out: Emit) -> None:
@@ -246,19 +355,15 @@ class IntervalJoin:
     def _outcome(self, p: Entry, status: str, out: Emit) -> None:
         p.outcome_seq += 1
         p.outcome = status
-        payload = {"payment_id": p.id, "payment_rev": p.rev, "merchant_id": p.key,
-                   "payment_time": us_to_iso(p.t), "amount_cents": p.payload.get("amount_cents"),
-                   "status": status, "match_count": len(p.matches),
-                   "rule_version": self.rule_version}
-        out.fact(Fact.make(f"outcome|{p.id}|{p.rev}|{p.outcome_seq}", "outcome", p.id, status,
-                           payload))
+        payload = outcome_payload(p.id, p.rev, p.key, p.iso, p.payload.get("amount_cents"),
+                                  status, len(p.matches), self.rule_version)
+        out.fact(Fact.make(f"outcome|{p.eid}|{p.rev}|{p.outcome_seq}", "outcome", p.id,
+                           status, payload))
 
     # ------------------------------------------------------------------ records
     def on_record(self, rec: Record, out: Emit) -> None:
-        if rec.topic == PAYMENTS:
-            self._on_payment(rec, out)
-        else:
-            self._on_signal(rec, out)
+        side = self._sides[rec.topic]
+        self.on_event(side, self._other[rec.topic], rec, out)
         self._track_peak(rec.key)
 
     def _identity_check(self, ids: dict, rec: Record, out: Emit) -> str:
@@ -266,135 +371,105 @@ class IntervalJoin:
         known = ids.get(rec.id)
         if known is None:
             return "new"
-        rev, h = known[0], known[1]
-        if rec.revision == rev:
-            if rec.payload_hash == h:
+        if rec.revision == known.rev:
+            if rec.payload_hash == known.hash:
                 out.disposition(rec, DUPLICATE)
             else:
                 out.quarantine.append(Quarantined(
                     rec.topic, rec.partition, rec.offset, "conflicting_duplicate",
                     f"{rec.id} revision {rec.revision} was seen with other content", ""))
             return "done"
-        if rec.revision < rev:
+        if rec.revision < known.rev:
             out.disposition(rec, STALE)
             return "done"
         return "correction"
 
-    def _on_payment(self, rec: Record, out: Emit) -> None:
-        what = self._identity_check(self.pay_ids, rec, out)
+    def on_event(self, side: Side, other: Side, rec: Record, out: Emit) -> None:
+        """One record of `side`: duplicate/stale/conflict, correction, late proof, or insert."""
+        what = self._identity_check(side.ids, rec, out)
         if what == "done":
             return
         if what == "correction":
-            self._correct_payment(rec, out)
+            self._correct(side, other, rec, out)
             return
         t, key = rec.event_us, rec.key
-        if t < self.payment_wm:
-            blocker = self._pay_blocker(key, t)
+        if t < side.wm:
+            blocker = self._blocker(side, other, key, t)
             if blocker:
                 self.counters["late_queued"] += 1
-                self.pay_ids[rec.id] = [rec.revision, rec.payload_hash, key, t, "queued"]
-                self._queue(rec, f"late_payment:{blocker}", out)
+                side.ids[rec.id] = Identity(rec.revision, rec.payload_hash, key, t, "queued")
+                self._queue(rec, f"late_{side.label}:{blocker}", out)
                 return
             self.counters["late_joined"] += 1
-        self.pay_ids[rec.id] = [rec.revision, rec.payload_hash, key, t, "live"]
+        side.ids[rec.id] = Identity(rec.revision, rec.payload_hash, key, t, "live")
         out.disposition(rec, ACCEPTED)
-        self._insert_payment(self._new_entry(rec), out)
+        self._insert(side, other, self._new_entry(rec), out)
 
-    def _insert_payment(self, p: Entry, out: Emit) -> None:
-        self._place(p, True)
-        for s in self.sig.probe(p.key, p.t - self.lower, p.t + self.upper):
-            self._publish(p, s, out)
-        if not p.matches:
-            self._outcome(p, "provisional", out)
-        self._evict_if_beyond_horizon(p, True, out)
-
-    def _on_signal(self, rec: Record, out: Emit) -> None:
-        what = self._identity_check(self.sig_ids, rec, out)
-        if what == "done":
-            return
-        if what == "correction":
-            self._correct_signal(rec, out)
-            return
-        s, key = rec.event_us, rec.key
-        if s < self.risk_wm:
-            blocker = self._sig_blocker(key, s)
-            if blocker:
-                self.counters["late_queued"] += 1
-                self.sig_ids[rec.id] = [rec.revision, rec.payload_hash, key, s, "queued"]
-                self._queue(rec, f"late_signal:{blocker}", out)
-                return
-            self.counters["late_joined"] += 1
-        self.sig_ids[rec.id] = [rec.revision, rec.payload_hash, key, s, "live"]
-        out.disposition(rec, ACCEPTED)
-        self._insert_signal(self._new_entry(rec), out)
-
-    def _insert_signal(self, s: Entry, out: Emit) -> None:
-        self._place(s, False)
-        for p in self.pay.probe(s.key, s.t - self.upper, s.t + self.lower):
-            self._publish(p, s, out)
-            if p.outcome == "provisional":
-                self._outcome(p, "retracted", out)
-        self._evict_if_beyond_horizon(s, False, out)
+    def _insert(self, side: Side, other: Side, e: Entry, out: Emit) -> None:
+        self._place(side, e)
+        if side.is_payment:
+            for s in other.state.probe(e.key, e.t - side.lower, e.t + side.upper):
+                self._publish(e, s, out)
+            if not e.matches:
+                self._outcome(e, "provisional", out)
+        else:
+            for p in other.state.probe(e.key, e.t - side.lower, e.t + side.upper):
+                self._publish(p, e, out)
+                if p.outcome == "provisional":
+                    self._outcome(p, "retracted", out)
+        self._evict_if_beyond_horizon(side, other, e, out)
 
     # ------------------------------------------------------------------ corrections
-    def _correct_payment(self, rec: Record, out: Emit) -> None:
-        self._correct(rec, out, is_pay=True)
-
-    def _correct_signal(self, rec: Record, out: Emit) -> None:
-        self._correct(rec, out, is_pay=False)
-
-    def _correct(self, rec: Record, out: Emit, is_pay: bool) -> None:
+    def _correct(self, side: Side, other: Side, rec: Record, out: Emit) -> None:
         """A higher revision: live only if the old version, its counterparts and the new
         version's range are all still in state under the same key; else queued whole."""
-        ids, live, other_live = ((self.pay_ids, self.pay_live, self.sig_live) if is_pay
-                                 else (self.sig_ids, self.sig_live, self.pay_live))
-        old = live.get(rec.id)
-        known = ids[rec.id]
+        old = side.live.get(rec.id)
+        known = side.ids[rec.id]
         if old is None:
             reason = "correction:old_version_not_in_state"
         elif old.key != rec.key:
             reason = "correction:key_changed"
-        elif any(cid not in other_live for cid in old.matches):
+        elif any(cid not in other.live for cid in old.matches):
             reason = "correction:old_counterpart_evicted"
         else:
-            blocker = (self._pay_blocker if is_pay else self._sig_blocker)(rec.key, rec.event_us)
+            blocker = self._blocker(side, other, rec.key, rec.event_us)
             reason = f"correction:{blocker}" if blocker else None
         if reason:
             self.counters["corrections_queued"] += 1
-            ids[rec.id] = [rec.revision, rec.payload_hash, rec.key, rec.event_us, "queued"]
-            self._queue(rec, reason, out, {"old_revision": known[0], "old_event_us": known[3],
-                                           "old_key": known[2]})
+            side.ids[rec.id] = Identity(rec.revision, rec.payload_hash, rec.key, rec.event_us,
+                                        "queued")
+            self._queue(rec, reason, out, {"old_revision": known.rev, "old_event_us": known.t,
+                                           "old_key": known.key})
             return
         self.counters["corrections_live"] += 1
-        ids[rec.id] = [rec.revision, rec.payload_hash, rec.key, rec.event_us, "live"]
+        side.ids[rec.id] = Identity(rec.revision, rec.payload_hash, rec.key, rec.event_us, "live")
         out.disposition(rec, ACCEPTED)
         # Take the old version out of state and off its counterparts.
-        (self.pay if is_pay else self.sig).remove(old.key, old.t, old.seq, old.size)
-        del live[old.id]
+        side.state.remove(old.key, old.t, old.seq, old.size)
+        del side.live[old.id]
         old_pairs = list(old.matches.items())
         for cid, _ in old_pairs:
-            other_live[cid].matches.pop(old.id, None)
+            other.live[cid].matches.pop(old.id, None)
         new = self._new_entry(rec)
         new.outcome_seq, new.outcome = old.outcome_seq, old.outcome
-        self._place(new, is_pay)
+        self._place(side, new)
         # Publish the new version's pairs first so each retirement can name its successor.
         staged = Emit()
-        touched: dict[str, Entry] = {}
-        if is_pay:
-            for s in self.sig.probe(new.key, new.t - self.lower, new.t + self.upper):
-                self._publish(new, s, staged)
+        touched: dict[str, Entry] = {}  # payments whose match set changed
+        for c in other.state.probe(new.key, new.t - side.lower, new.t + side.upper):
+            self._publish_sided(side, new, c, staged)
+            if not side.is_payment:
+                touched[c.id] = c
+        if side.is_payment:
             touched[new.id] = new
-            for sid, old_pid in old_pairs:
-                self._retire(old.id, old.rev, old.t, sid, self.sig_live[sid].rev, old_pid,
-                             new.matches.get(sid), out)
-        else:
-            for p in self.pay.probe(new.key, new.t - self.upper, new.t + self.lower):
-                self._publish(p, new, staged)
-                touched[p.id] = p
-            for pay_id, old_pid in old_pairs:
-                p = touched.setdefault(pay_id, self.pay_live[pay_id])
-                self._retire(pay_id, p.rev, p.t, old.id, old.rev, old_pid,
-                             new.matches.get(pay_id), out)
+        for cid, old_pid in old_pairs:
+            if side.is_payment:
+                self._retire(old.id, old.rev, old.t, cid, other.live[cid].rev, old_pid,
+                             new.matches.get(cid), out)
+            else:
+                p = touched.setdefault(cid, other.live[cid])
+                self._retire(cid, p.rev, p.t, old.id, old.rev, old_pid,
+                             new.matches.get(cid), out)
         out.facts.extend(staged.facts)
         for p in touched.values():
             # A payment that gained its first match retracts its provisional outcome; one that
@@ -403,42 +478,37 @@ class IntervalJoin:
                 self._outcome(p, "retracted", out)
             elif not p.matches and p.outcome != "provisional":
                 self._outcome(p, "provisional", out)
-        self._evict_if_beyond_horizon(new, is_pay, out)
+        self._evict_if_beyond_horizon(side, other, new, out)
 
-    def _place(self, e: Entry, is_pay: bool) -> None:
+    def _place(self, side: Side, e: Entry) -> None:
         """Insert an entry into its side's state, eviction heap and (opt-in) TTL heap."""
-        side, live, heap = ((self.pay, self.pay_live, self._pay_heap) if is_pay
-                            else (self.sig, self.sig_live, self._sig_heap))
-        side.insert(e.key, e.t, e.seq, e, e.size)
-        live[e.id] = e
-        heapq.heappush(heap, (e.t, e.key))
+        side.state.insert(e.key, e.t, e.seq, e, e.size)
+        side.live[e.id] = e
+        heapq.heappush(side.heap, (e.t, e.key))
         if self.ttl is not None:
-            heapq.heappush(self._ttl_heap, (e.arrival, e.seq, PAYMENTS if is_pay else SIGNALS,
-                                            e.id))
+            heapq.heappush(self._ttl_heap, (e.arrival, e.seq, side.topic, e.id))
 
-    def _evict_if_beyond_horizon(self, e: Entry, is_pay: bool, out: Emit) -> None:
+    def _evict_if_beyond_horizon(self, side: Side, other: Side, e: Entry, out: Emit) -> None:
         # Already beyond the horizon (a late join, or the other input ran ahead): evict now.
-        if is_pay and e.t + self.upper < self.risk_wm:
-            self._evict_payments(e.key, self.risk_wm - self.upper, out)
-        elif not is_pay and e.t + self.lower < self.payment_wm:
-            self._evict_signals(e.key, self.payment_wm - self.lower, out)
+        if e.t + side.upper < other.wm:
+            self._evict(side, e.key, other.wm - side.upper, out)
 
     # ------------------------------------------------------------------ time
     def on_watermark(self, topic: str, wm: int, out: Emit) -> None:
-        if topic == PAYMENTS:
-            if wm > self.payment_wm:
-                self.payment_wm = wm
-                bound = POS_INF if wm >= POS_INF else wm - self.lower
-                self._drain_heap(self._sig_heap, bound, self._evict_signals, out)
-        else:
-            if wm > self.risk_wm:
-                self.risk_wm = wm
-                bound = POS_INF if wm >= POS_INF else wm - self.upper
-                self._drain_heap(self._pay_heap, bound, self._evict_payments, out)
+        own = self._sides[topic]
+        if wm > own.wm:
+            own.wm = wm
+            # This input's watermark evicts the other side's entries beyond their horizon.
+            other = self._other[topic]
+            bound = POS_INF if wm >= POS_INF else wm - other.upper
+            heap = other.heap
+            while heap and heap[0][0] < bound:
+                _, key = heapq.heappop(heap)
+                self._evict(other, key, bound, out)
         self._maybe_prune_identities()
 
     def _maybe_prune_identities(self) -> None:
-        low = min(self.payment_wm, self.risk_wm)
+        low = min(self.payments.wm, self.signals.wm)
         if low <= NEG_INF or low >= POS_INF or low - self._pruned_at < 60 * US_PER_MIN:
             return
         self._pruned_at = low
@@ -446,72 +516,51 @@ class IntervalJoin:
         heap = self._ident_heap
         pruned = 0
         while heap and heap[0][0] < bound:
-            t, side, eid = heapq.heappop(heap)
-            ids = self.pay_ids if side == PAYMENTS else self.sig_ids
+            t, topic, eid = heapq.heappop(heap)
+            ids = self._sides[topic].ids
             v = ids.get(eid)
             # Only an identity still as it was when it left state (same time, not live again).
-            if v is not None and v[4] != "live" and v[3] == t:
+            if v is not None and v.where != "live" and v.t == t:
                 del ids[eid]
                 pruned += 1
         self.counters["identities_pruned"] = self.counters.get("identities_pruned", 0) + pruned
 
-    def _retire_identity(self, side: str, eid: str, t: int) -> None:
+    def _retire_identity(self, topic: str, eid: str, t: int) -> None:
         """An identity left live state (evicted or queued): a pruning candidate from now on."""
-        heapq.heappush(self._ident_heap, (t, side, eid))
+        heapq.heappush(self._ident_heap, (t, topic, eid))
 
-    @staticmethod
-    def _drain_heap(heap, bound, evict, out) -> None:
-        while heap and heap[0][0] < bound:
-            _, key = heapq.heappop(heap)
-            evict(key, bound, out)
+    def _evict(self, side: Side, key: str, bound: int, out: Emit) -> None:
+        """Evict `side`'s entries of `key` with t < bound (beyond the horizon); a payment's
+        outcome becomes final when it leaves state."""
+        for e in side.state.pop_before(key, bound, _size_of):
+            self._finalize(side, e, out)
 
-    def _evict_payments(self, key: str, bound: int, out: Emit) -> None:
-        """Evict payments with t < bound, i.e. risk_wm > t + 8 min: their outcome is final."""
-        for p in self.pay.pop_before(key, bound, _size_of):
-            self._finalize_payment(p, out)
-
-    def _finalize_payment(self, p: Entry, out: Emit) -> None:
-        self.pay_live.pop(p.id, None)
-        ident = self.pay_ids.get(p.id)
-        if ident is not None and ident[0] == p.rev:
-            ident[4] = "evicted"
-            self._retire_identity(PAYMENTS, p.id, ident[3])
-        prev = self.evicted_max_pay.get(p.key)
+    def _finalize(self, side: Side, e: Entry, out: Emit) -> None:
+        side.live.pop(e.id, None)
+        ident = side.ids.get(e.id)
+        if ident is not None and ident.rev == e.rev:
+            ident.where = "evicted"
+            self._retire_identity(side.topic, e.id, ident.t)
+        prev = side.evicted_max.get(e.key)
         if prev is None:
-            prev = self._fallback_pay()
-        self.evicted_max_pay[p.key] = max(prev, p.t)
-        self.counters["evicted_payments"] += 1
-        self._outcome(p, "final", out)
-        self._maybe_drop_key(p.key)
-
-    def _evict_signals(self, key: str, bound: int, out: Emit) -> None:
-        for s in self.sig.pop_before(key, bound, _size_of):
-            self._finalize_signal(s)
-
-    def _finalize_signal(self, s: Entry) -> None:
-        self.sig_live.pop(s.id, None)
-        ident = self.sig_ids.get(s.id)
-        if ident is not None and ident[0] == s.rev:
-            ident[4] = "evicted"
-            self._retire_identity(SIGNALS, s.id, ident[3])
-        prev = self.evicted_max_sig.get(s.key)
-        if prev is None:
-            prev = self._fallback_sig()
-        self.evicted_max_sig[s.key] = max(prev, s.t)
-        self.counters["evicted_signals"] += 1
-        self._maybe_drop_key(s.key)
+            prev = self._fallback(side)
+        side.evicted_max[e.key] = max(prev, e.t)
+        if side.is_payment:
+            self.counters["evicted_payments"] += 1
+            self._outcome(e, "final", out)
+        else:
+            self.counters["evicted_signals"] += 1
+        self._maybe_drop_key(e.key)
 
     def _maybe_drop_key(self, key: str) -> None:
         # A key with both sides empty gives up its entry to bound memory; its maxima fold into
-        # the global dropped maxima so the fallback stays an upper bound.
-        if key in self.pay.keys or key in self.sig.keys:
+        # the sides' dropped maxima so the fallback stays an upper bound.
+        if key in self.payments.state.keys or key in self.signals.state.keys:
             return
-        em_p = self.evicted_max_pay.pop(key, None)
-        em_s = self.evicted_max_sig.pop(key, None)
-        if em_p is not None and em_p > self.dropped_max_pay:
-            self.dropped_max_pay = em_p
-        if em_s is not None and em_s > self.dropped_max_sig:
-            self.dropped_max_sig = em_s
+        for side in (self.payments, self.signals):
+            em = side.evicted_max.pop(key, None)
+            if em is not None and em > side.dropped_max:
+                side.dropped_max = em
 
     def on_clock(self, clock_us: int, out: Emit) -> None:
         """Source-time clock tick: only the opt-in TTL mode evicts on age."""
@@ -519,19 +568,13 @@ class IntervalJoin:
             return
         heap = self._ttl_heap
         while heap and heap[0][0] + self.ttl < clock_us:
-            _, seq, side, eid = heapq.heappop(heap)
-            if side == PAYMENTS:
-                p = self.pay_live.get(eid)
-                if p is not None and p.seq == seq:
-                    self.pay.remove(p.key, p.t, p.seq, p.size)
-                    self.counters["ttl_evictions"] += 1
-                    self._finalize_payment(p, out)
-            else:
-                s = self.sig_live.get(eid)
-                if s is not None and s.seq == seq:
-                    self.sig.remove(s.key, s.t, s.seq, s.size)
-                    self.counters["ttl_evictions"] += 1
-                    self._finalize_signal(s)
+            _, seq, topic, eid = heapq.heappop(heap)
+            side = self._sides[topic]
+            e = side.live.get(eid)
+            if e is not None and e.seq == seq:
+                side.state.remove(e.key, e.t, e.seq, e.size)
+                self.counters["ttl_evictions"] += 1
+                self._finalize(side, e, out)
 
     def on_end_of_stream(self, out: Emit) -> None:
         self.on_watermark(PAYMENTS, POS_INF, out)
@@ -540,10 +583,10 @@ class IntervalJoin:
     # ------------------------------------------------------------------ host hooks
     def set_queue_index(self, entries: Iterable[tuple[str, str, int]]) -> None:
         """Reload the queued-time index from the store's pending/held queue entries."""
-        self.queued_pay, self.queued_sig = {}, {}
+        for side in (self.payments, self.signals):
+            side.queued = {}
         for topic, key, t in entries:
-            index = self.queued_pay if topic == PAYMENTS else self.queued_sig
-            insort(index.setdefault(key, []), t)
+            insort(self._sides[topic].queued.setdefault(key, []), t)
 
     def set_covered(self, intervals: Iterable[tuple[str, int, int]]) -> None:
         self.covered = {}
@@ -553,14 +596,15 @@ class IntervalJoin:
     # ------------------------------------------------------------------ observability
     def _track_peak(self, key: str) -> None:
         peak = self.peak
-        recs = self.pay.records + self.sig.records
+        pay, sig = self.payments.state, self.signals.state
+        recs = pay.records + sig.records
         if recs > peak["records"]:
             peak["records"] = recs
-        b = self.pay.bytes + self.sig.bytes
+        b = pay.bytes + sig.bytes
         if b > peak["bytes"]:
             peak["bytes"] = b
-        pi = self.pay.keys.get(key)
-        si = self.sig.keys.get(key)
+        pi = pay.keys.get(key)
+        si = sig.keys.get(key)
         n = (len(pi) if pi else 0) + (len(si) if si else 0)
         if n > peak["hot_key_records"]:
             peak["hot_key"] = key
@@ -569,9 +613,10 @@ class IntervalJoin:
 
     def hottest_key(self) -> tuple[str, int, int] | None:
         best = None
-        for side in (self.pay, self.sig):
+        pay, sig = self.payments.state, self.signals.state
+        for side, other_side in ((pay, sig), (sig, pay)):
             for k, idx in side.keys.items():
-                other = (self.sig if side is self.pay else self.pay).keys.get(k)
+                other = other_side.keys.get(k)
                 n = len(idx) + (len(other) if other else 0)
                 b = idx.bytes + (other.bytes if other else 0)
                 if best is None or n > best[1] or (n == best[1] and k < best[0]):
@@ -580,19 +625,20 @@ class IntervalJoin:
 
     def state_metrics(self) -> dict:
         hot = self.hottest_key()
-        keys = set(self.pay.keys) | set(self.sig.keys)
+        pay, sig = self.payments.state, self.signals.state
+        keys = set(pay.keys) | set(sig.keys)
         return {
-            "payment_wm": self.payment_wm, "risk_wm": self.risk_wm,
+            "payment_wm": self.payments.wm, "risk_wm": self.signals.wm,
             "keys": len(keys),
-            "payment_records": self.pay.records, "signal_records": self.sig.records,
-            "state_records": self.pay.records + self.sig.records,
-            "state_bytes": self.pay.bytes + self.sig.bytes,
+            "payment_records": pay.records, "signal_records": sig.records,
+            "state_records": pay.records + sig.records,
+            "state_bytes": pay.bytes + sig.bytes,
             "hot_key": hot[0] if hot else None,
             "hot_key_records": hot[1] if hot else 0,
             "hot_key_bytes": hot[2] if hot else 0,
-            "identities": len(self.pay_ids) + len(self.sig_ids),
-            "queued_index": sum(len(v) for v in self.queued_pay.values())
-            + sum(len(v) for v in self.queued_sig.values()),
+            "identities": len(self.payments.ids) + len(self.signals.ids),
+            "queued_index": sum(len(v) for v in self.payments.queued.values())
+            + sum(len(v) for v in self.signals.queued.values()),
             "peak": dict(self.peak),
             "horizon_violations": len(self.horizon_violations()),
             **self.counters,
@@ -600,41 +646,38 @@ class IntervalJoin:
 
     def keyed_counts(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
-        for k, idx in self.pay.keys.items():
-            out.setdefault(k, {"payments": 0, "signals": 0, "bytes": 0})
-            out[k]["payments"] = len(idx)
-            out[k]["bytes"] += idx.bytes
-        for k, idx in self.sig.keys.items():
-            out.setdefault(k, {"payments": 0, "signals": 0, "bytes": 0})
-            out[k]["signals"] = len(idx)
-            out[k]["bytes"] += idx.bytes
+        for side, field in ((self.payments, "payments"), (self.signals, "signals")):
+            for k, idx in side.state.keys.items():
+                row = out.setdefault(k, {"payments": 0, "signals": 0, "bytes": 0})
+                row[field] = len(idx)
+                row["bytes"] += idx.bytes
         return out
 
     def horizon_violations(self) -> list[tuple[str, str, str]]:
         """Entries the horizon rule would already have evicted (must always be empty)."""
         bad = []
-        for k, idx in self.pay.keys.items():
-            for p in idx.items:
-                if self.risk_wm > p.t + self.upper:
-                    bad.append(("payment", k, p.id))
-        for k, idx in self.sig.keys.items():
-            for s in idx.items:
-                if self.payment_wm > s.t + self.lower:
-                    bad.append(("signal", k, s.id))
+        for side in (self.payments, self.signals):
+            other_wm = self._other[side.topic].wm
+            for k, idx in side.state.keys.items():
+                for e in idx.items:
+                    if other_wm > e.t + side.upper:
+                        bad.append((side.label, k, e.id))
         return bad
 
     # ------------------------------------------------------------------ checkpoint
     def snapshot(self) -> dict:
+        p, s = self.payments, self.signals
         return {
-            "rule_version": self.rule_version, "lower": self.lower, "upper": self.upper,
+            "rule_version": self.rule_version, "lower": p.lower, "upper": p.upper,
             "ttl": self.ttl,
-            "payments": [p.dump() for idx in self.pay.keys.values() for p in idx.items],
-            "signals": [s.dump() for idx in self.sig.keys.values() for s in idx.items],
-            "pay_ids": self.pay_ids, "sig_ids": self.sig_ids,
-            "evicted_max_pay": self.evicted_max_pay, "evicted_max_sig": self.evicted_max_sig,
-            "dropped_max_pay": self.dropped_max_pay, "dropped_max_sig": self.dropped_max_sig,
-            "queued_pay": self.queued_pay, "queued_sig": self.queued_sig,
-            "payment_wm": self.payment_wm, "risk_wm": self.risk_wm, "seq": self.seq,
+            "payments": [e.dump() for idx in p.state.keys.values() for e in idx.items],
+            "signals": [e.dump() for idx in s.state.keys.values() for e in idx.items],
+            "pay_ids": {k: v.dump() for k, v in p.ids.items()},
+            "sig_ids": {k: v.dump() for k, v in s.ids.items()},
+            "evicted_max_pay": p.evicted_max, "evicted_max_sig": s.evicted_max,
+            "dropped_max_pay": p.dropped_max, "dropped_max_sig": s.dropped_max,
+            "queued_pay": p.queued, "queued_sig": s.queued,
+            "payment_wm": p.wm, "risk_wm": s.wm, "seq": self.seq,
             "pruned_at": self._pruned_at, "identity_retention": self.identity_retention,
             "ttl_heap": [list(x) for x in self._ttl_heap],
             "ident_heap": [list(x) for x in self._ident_heap],
@@ -643,33 +686,31 @@ class IntervalJoin:
 
     def restore(self, snap: dict) -> None:
         if snap["rule_version"] != self.rule_version:
-            raise ValueError(f"checkpoint rule version {snap['rule_version']} != {self.rule_version}")
-        self.lower, self.upper, self.ttl = snap["lower"], snap["upper"], snap["ttl"]
-        self.pay_ids = snap["pay_ids"]
-        self.sig_ids = snap["sig_ids"]
-        self.evicted_max_pay = snap["evicted_max_pay"]
-        self.evicted_max_sig = snap["evicted_max_sig"]
-        self.dropped_max_pay = snap["dropped_max_pay"]
-        self.dropped_max_sig = snap["dropped_max_sig"]
-        self.queued_pay = snap["queued_pay"]
-        self.queued_sig = snap["queued_sig"]
-        self.payment_wm, self.risk_wm, self.seq = snap["payment_wm"], snap["risk_wm"], snap["seq"]
+            raise ValueError(
+                f"checkpoint rule version {snap['rule_version']} != {self.rule_version}")
+        self.ttl = snap["ttl"]
+        self.payments = Side(PAYMENTS, snap["lower"], snap["upper"])
+        self.signals = Side(SIGNALS, snap["upper"], snap["lower"])
+        self._other = {PAYMENTS: self.signals, SIGNALS: self.payments}
+        self._sides = {PAYMENTS: self.payments, SIGNALS: self.signals}
+        for side, tag in ((self.payments, "pay"), (self.signals, "sig")):
+            side.ids = {k: Identity.load(v) for k, v in snap[f"{tag}_ids"].items()}
+            side.evicted_max = snap[f"evicted_max_{tag}"]
+            side.dropped_max = snap[f"dropped_max_{tag}"]
+            side.queued = snap[f"queued_{tag}"]
+        self.payments.wm, self.signals.wm = snap["payment_wm"], snap["risk_wm"]
+        self.seq = snap["seq"]
         self._pruned_at = snap["pruned_at"]
         self.identity_retention = snap["identity_retention"]
         self.counters = snap["counters"]
         self.peak = snap["peak"]
-        for row in snap["payments"]:
-            p = Entry.load(row)
-            self.pay.insert(p.key, p.t, p.seq, p, p.size)
-            self.pay_live[p.id] = p
-            self._pay_heap.append((p.t, p.key))
-        for row in snap["signals"]:
-            s = Entry.load(row)
-            self.sig.insert(s.key, s.t, s.seq, s, s.size)
-            self.sig_live[s.id] = s
-            self._sig_heap.append((s.t, s.key))
-        heapq.heapify(self._pay_heap)
-        heapq.heapify(self._sig_heap)
+        for side, rows in ((self.payments, snap["payments"]), (self.signals, snap["signals"])):
+            for row in rows:
+                e = Entry.load(row)
+                side.state.insert(e.key, e.t, e.seq, e, e.size)
+                side.live[e.id] = e
+                side.heap.append((e.t, e.key))
+            heapq.heapify(side.heap)
         self._ident_heap = [tuple(x) for x in snap["ident_heap"]]
         heapq.heapify(self._ident_heap)
         self._ttl_heap = [tuple(x) for x in snap["ttl_heap"]]

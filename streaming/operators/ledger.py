@@ -22,7 +22,8 @@ from typing import Any
 
 from ..contracts import Record, payload_hash
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, event_date, us_to_dt, us_to_iso
-from .base import ACCEPTED, DUPLICATE, ROUTED, STALE, Emit, Fact, Quarantined
+from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, ROUTED, STALE, Emit, Fact,
+                   Quarantined, fits_int64)
 from .ledger_categories import (CATEGORY, DUPLICATE as VERSION_DUPLICATE, HIGH_RISK,
                                 CategoryVersions, VersionRejected, version_from_record)
 
@@ -91,7 +92,7 @@ def window_fact(account: str, hour_us: int, revision: int, status: str,
 
 
 class Window:
-    __slots__ = ("account", "hour", "payments", "revision", "content_hash", "status")
+    __slots__ = ("account", "hour", "payments", "revision", "content_hash", "status", "total")
 
     def __init__(self, account: str, hour: int):
         self.account = account
@@ -101,6 +102,14 @@ class Window:
         self.revision = 0
         self.content_hash = ""
         self.status = "open"
+        self.total = 0  # sum of the payments' amounts (derived, not snapshotted)
+
+    def add(self, pid: str, entry: list) -> None:
+        self.payments[pid] = entry
+        self.total += entry[2]
+
+    def remove(self, pid: str) -> None:
+        self.total -= self.payments.pop(pid)[2]
 
     def dump(self) -> list[Any]:
         return [self.account, self.hour, self.payments, self.revision, self.content_hash,
@@ -111,6 +120,7 @@ class Window:
         w = cls(row[0], row[1])
         w.payments = {k: list(v) for k, v in row[2].items()}
         w.revision, w.content_hash, w.status = row[3], row[4], row[5]
+        w.total = sum(p[2] for p in w.payments.values())
         return w
 
 
@@ -219,13 +229,28 @@ class LedgerOperator:
         if self._is_final(hour):
             self._route(rec, account, merchant, hour, [(account, hour)], "beyond_retention", out)
             return
+        if self._overflows(account, hour, p["amount_cents"]):
+            self._route(rec, account, merchant, hour, [(account, hour)], AGGREGATE_OVERFLOW, out)
+            return
         self.ids[rec.id] = [rec.revision, rec.payload_hash, account, hour, merchant, t, LIVE]
         self.by_merchant.setdefault(merchant, []).append(rec.id)
         self.counters["payments_accepted"] += 1
         out.disposition(rec, ACCEPTED)
         w = self._window(account, hour)
-        w.payments[rec.id] = [rec.revision, merchant, p["amount_cents"], t]
+        w.add(rec.id, [rec.revision, merchant, p["amount_cents"], t])
         self._changed(w, out)
+
+    def _overflows(self, account: str, hour: int, amount: int, leaving: str | None = None
+                   ) -> bool:
+        """Would adding `amount` (and taking payment `leaving` out) push the window's total
+        out of the 64-bit range?"""
+        w = self.windows.get(window_logical_key(account, hour))
+        if w is None:
+            return not fits_int64(amount)
+        total = w.total + amount
+        if leaving is not None and leaving in w.payments:
+            total -= w.payments[leaving][2]
+        return not fits_int64(total)
 
     def _route(self, rec: Record, account: str, merchant: str, hour: int,
                windows: list[tuple[str, int]], reason: str, out: Emit) -> None:
@@ -251,17 +276,19 @@ class LedgerOperator:
         if self._is_final(known[I_HOUR]) or self._is_final(hour):
             self._route(rec, account, merchant, hour, targets, "correction_beyond_retention", out)
             return
+        if self._overflows(account, hour, rec.payload["amount_cents"], leaving=rec.id):
+            self._route(rec, account, merchant, hour, targets, AGGREGATE_OVERFLOW, out)
+            return
         self.counters["corrections_live"] += 1
         out.disposition(rec, ACCEPTED)
         old_w = self.windows[window_logical_key(*old_key)]
-        del old_w.payments[rec.id]
+        old_w.remove(rec.id)
         if merchant != known[I_MERCHANT]:
             self.by_merchant.setdefault(merchant, []).append(rec.id)
         self.ids[rec.id] = [rec.revision, rec.payload_hash, account, hour, merchant,
                             rec.event_us, LIVE]
         new_w = self._window(account, hour)
-        new_w.payments[rec.id] = [rec.revision, merchant, rec.payload["amount_cents"],
-                                  rec.event_us]
+        new_w.add(rec.id, [rec.revision, merchant, rec.payload["amount_cents"], rec.event_us])
         self._changed(old_w, out)
         if new_w is not old_w:
             self._changed(new_w, out)

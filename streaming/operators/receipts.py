@@ -28,7 +28,8 @@ from bisect import bisect_left, insort
 from ..contracts import Record, payload_hash
 from ..models.registry import Model
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
-from .base import ACCEPTED, DUPLICATE, ROUTED, Emit, Fact, QueueEntry, Quarantined
+from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, ROUTED, Emit, Fact, QueueEntry,
+                   Quarantined, fits_int64)
 
 PIPELINE = "receipts"
 TOPIC = "receipts"
@@ -50,6 +51,10 @@ RUN_FIELDS = ("watermark",)
 # Entry layout (lists, for compact snapshots):
 T, ID, AMOUNT, STORE, REV, CNT, AMT, MODEL, STATE = range(9)
 PENDING, SCORED, HISTORY = 0, 1, 2  # HISTORY: a reconciliation record, never scored live
+
+
+def _entry_time(e: list) -> int:
+    return e[T]
 
 
 def decision_key(receipt_id: str, scoring_revision: int) -> str:
@@ -146,6 +151,17 @@ class ReceiptScorer:
         self.ids[rec.id] = [rec.payload_hash, t]
         heapq.heappush(self._id_evict, (t, rec.id))
         p = rec.payload
+        if self._overflows(rec.key, t, p["amount_cents"]):
+            # Its merchant's 7-minute sums would leave the 64-bit range: it joins no state and
+            # waits in reconciliation (held there with the reason).
+            self.counters[AGGREGATE_OVERFLOW] = self.counters.get(AGGREGATE_OVERFLOW, 0) + 1
+            out.queue.append(QueueEntry(
+                rec.topic, rec.partition, rec.offset, rec.id, rec.revision, rec.key, t,
+                AGGREGATE_OVERFLOW, self.wm,
+                {"store_id": p["store_id"], "amount_cents": p["amount_cents"],
+                 "uploaded_at": us_to_iso(rec.arrival_us)}))
+            out.disposition(rec, ROUTED)
+            return
         if t < self.wm - self.tolerance:
             self.counters["beyond_allowed_delay"] += 1
             out.queue.append(QueueEntry(
@@ -181,6 +197,30 @@ class ReceiptScorer:
         self.merchant_of[rec.id] = rec.key
         heapq.heappush(self._evict, (rec.event_us, rec.key, rec.id))
         return e
+
+    def _overflows(self, merchant: str, t: int, amount: int) -> bool:
+        """Would a receipt at t push a feature sum out of the 64-bit range: its own window
+        [t - 7 min, t), or the window of a receipt in (t, t + 7 min] that it would join?"""
+        if not fits_int64(amount):
+            return True
+        lst = self.by_merchant.get(merchant)
+        if not lst:
+            return False
+        key = _entry_time
+        lo = bisect_left(lst, t - WINDOW_US, key=key)
+        end = bisect_left(lst, t + WINDOW_US + 1, key=key)
+        prefix = [0]
+        for i in range(lo, end):
+            prefix.append(prefix[-1] + lst[i][AMOUNT])
+        own = prefix[bisect_left(lst, t, lo, end, key=key) - lo]
+        if not fits_int64(own):
+            return True
+        for i in range(bisect_left(lst, t + 1, lo, end, key=key), end):
+            s = lst[i][T]
+            start = bisect_left(lst, s - WINDOW_US, lo, end, key=key)
+            if not fits_int64(prefix[i - lo] - prefix[start - lo] + amount):
+                return True
+        return False
 
     def _features(self, merchant: str, t: int) -> tuple[int, int]:
         lst = self.by_merchant.get(merchant, ())

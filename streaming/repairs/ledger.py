@@ -33,6 +33,7 @@ from sqlalchemy import select, update
 
 from ..contracts import canonical_hash, payload_hash
 from ..gates import HOLD_BLOCKED, hold_reason
+from ..operators.base import AGGREGATE_OVERFLOW, fits_int64
 from ..operators.ledger import (CATEGORIES, PAYMENTS, RETENTION_US, window_content,
                                 window_fact, window_logical_key)
 from ..operators.ledger_categories import CategoryVersions, VersionRejected
@@ -329,6 +330,11 @@ def _apply(store: Store, key: RepairKey, verified: dict, summary: dict, statuses
                 content, _ = rebuild_window(conn, account, hour_us, included, cats)
             except ArchiveChanged as exc:
                 _hold(conn, reqs, str(exc), statuses, summary)
+                continue
+            if not fits_int64(content["total_cents"]):
+                _hold(conn, reqs, f"{AGGREGATE_OVERFLOW}: the rebuilt total "
+                      f"{content['total_cents']} of {logical} leaves the 64-bit range; nothing "
+                      f"was published", statuses, summary)
                 continue
             if last is not None:
                 prev = orjson.loads(last["payload"])

@@ -23,6 +23,7 @@ from sqlalchemy import select, update
 from ..models.pins import latest_pin, record_pin
 from ..models.registry import Model, Registry
 from ..gates import hold_reason
+from ..operators.base import AGGREGATE_OVERFLOW
 from ..operators.receipts import KIND, PIPELINE, WINDOW_US, decision_fact
 from ..store import schema as S
 from ..store.ops import Store, loads, write_facts
@@ -70,13 +71,21 @@ def _history(store: Store, merchant: str, lo: int, hi: int) -> tuple[list[int], 
     """The merchant's known receipts (accepted or routed to repair, one per receipt_id) with
     occurrence in [lo, hi): sorted times, amounts, and rows by id."""
     a = S.archive.c
-    rows = store.rows(select(a.event_id, a.event_us, a.payload, a.payload_hash, a.disposition)
+    q = S.replay_queue.c
+    rows = store.rows(select(a.event_id, a.event_us, a.payload, a.payload_hash, a.disposition,
+                             a.topic, a.partition, a.offset)
                       .where(a.pipeline == PIPELINE, a.topic == "receipts", a.key == merchant,
                              a.event_us >= lo, a.event_us < hi,
                              a.disposition.in_(("accepted", "routed_to_repair")))
                       .order_by(a.event_us, a.event_id, a.batch_seq, a.offset))
+    # Receipts whose sums would overflow never count in anyone's features.
+    overflow = {(r["topic"], r["partition"], r["offset"]) for r in store.rows(
+        select(q.topic, q.partition, q.offset).where(
+            q.pipeline == PIPELINE, q.key == merchant, q.reason == AGGREGATE_OVERFLOW))}
     by_id: dict[str, dict] = {}
     for r in rows:
+        if (r["topic"], r["partition"], r["offset"]) in overflow:
+            continue
         by_id.setdefault(r["event_id"], r)
     ordered = sorted(by_id.values(), key=lambda r: (r["event_us"], r["event_id"]))
     times = [r["event_us"] for r in ordered]
@@ -125,6 +134,11 @@ def run_receipt_reconciliation(store: Store, start_us: int | None = None,
         touched: list[int] = []
         for e in items:
             rid = e["event_id"]
+            if e["reason"] == AGGREGATE_OVERFLOW:
+                held.append(rid)
+                statuses.append((e["id"], "held", f"{AGGREGATE_OVERFLOW}: the merchant's "
+                                 f"7-minute sums with this receipt leave the 64-bit range"))
+                continue
             pos = store.rows(select(a.disposition, a.payload_hash, a.payload).where(
                 a.pipeline == PIPELINE, a.topic == e["topic"], a.partition == e["partition"],
                 a.offset == e["offset"]))[0]

@@ -2,7 +2,19 @@
 
 Recorded replay merges all topic-partitions by arrival time (ties: topic, partition, offset)
 while keeping each partition in offset order, so a recording always replays in the same order.
-The worker clock is the arrival time of the record being read (source time)."""
+The worker clock is the arrival time of the record being read (source time).
+
+Lines: a record is the bytes before a `\\n` (a `\\r` right before it is dropped, so CRLF files
+read the same; a lone `\\r` inside a line is part of the line). A last line without its `\\n`
+is still being written: it is not a record yet and the next run reads it once it is finished.
+A UTF-8 byte order mark at the start of a file is not part of the first record. Partition files
+are named `p0.jsonl`, `p1.jsonl`, ... exactly; any other spelling of a number (`p01.jsonl`) is
+refused, because two names could then mean one partition.
+
+Memory: opening a log scans each partition once for line ends (keeping one byte position every
+`MARK_EVERY` lines); reading decodes a window of `READ_AHEAD` lines per partition at a time. A
+run holds the window and the arrival times of the records handed out since the last `ack`, not
+the recording."""
 
 from __future__ import annotations
 
@@ -10,184 +22,394 @@ import hashlib
 import heapq
 import os
 import re
-from dataclasses import dataclass
-from collections.abc import Iterator
+from array import array
+from collections import deque
+from typing import Any, BinaryIO, Iterator
 
-import orjson
+from ..timeutil import NEG_INF
+# Shared by every source; re-exported so callers name one module for the file log.
+from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, TP,  # noqa: F401
+                      PartitionBuffer, RawRecord, SourceError, SourceFault, arrival_jump,
+                      decode_own, decode_partition, jump_fault, merge_by_arrival)
 
-from ..timeutil import NEG_INF, TimeFormatError, parse_utc_us
+MARK_EVERY = 4096  # lines between kept byte positions of a partition file
+READ_AHEAD = 1024  # lines decoded at a time per partition
+_CHUNK = 1 << 20
+# Arrival times kept for records handed out but not yet acknowledged, per partition; beyond
+# this the oldest are dropped (a caller that never acknowledges still runs in bounded memory).
+_MAX_TAKEN = 1 << 18
 
 _PART_RE = re.compile(r"^p(\d+)\.jsonl$")
-
-TP = tuple[str, int]
-
-
-class SourceError(RuntimeError):
-    pass
+_CANONICAL_PART_RE = re.compile(r"^p(0|[1-9]\d*)\.jsonl$")
+_BOM = b"\xef\xbb\xbf"
 
 
-@dataclass(slots=True)
-class RawRecord:
-    topic: str
-    partition: int
-    offset: int
-    line: bytes
-    obj: object  # decoded JSON object, or an Exception if the line did not decode
-    arrival_us: int  # the line's arrival time, or its predecessor's when it has none
+def _scan_lines(path: str) -> tuple[int, array]:
+    """Count the complete (newline-terminated) lines of a file and keep the byte position of
+    every MARK_EVERY-th line start. A trailing line without its newline is not counted."""
+    marks = array("q", [0])
+    count = 0
+    base = 0
+    next_mark = MARK_EVERY
+    with open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(_CHUNK)
+            if not chunk:
+                break
+            pos = 0
+            while True:
+                need = next_mark - count
+                have = chunk.count(b"\n", pos)
+                if have < need:
+                    count += have
+                    break
+                for _ in range(need):
+                    pos = chunk.find(b"\n", pos) + 1
+                count += need
+                marks.append(base + pos)
+                next_mark += MARK_EVERY
+            base += len(chunk)
+    return count, marks
 
 
-def decode_partition(lines: list[bytes], arrival_field: str) -> tuple[list[object], list[int]]:
-    """Decode one partition's lines: the JSON objects (or the decode error) and the arrival
-    times used to merge partitions. Shared by every source so they replay in the same order."""
-    arrivals: list[int] = []
-    objs: list[object] = []
-    prev = NEG_INF
-    for line in lines:
+def _record_bytes(raw: bytes, offset: int) -> bytes:
+    """A line as read (with its newline) -> the record's bytes."""
+    line = raw[:-1]
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if offset == 0 and line.startswith(_BOM):
+        line = line[len(_BOM):]
+    return line
+
+
+class _Reader:
+    """A forward position in a partition file: the next line's offset, the running arrival
+    before it, and decoded lines of look-ahead (read to judge an arrival jump)."""
+
+    __slots__ = ("fh", "off", "prev", "ahead")
+
+    def __init__(self, fh: BinaryIO, off: int, prev: int):
+        self.fh, self.off, self.prev = fh, off, prev
+        self.ahead: deque[tuple[bytes, object, int | None]] = deque()
+
+
+class _Partition:
+    """One partition file read forward through a window. `peek(off)` is cheap for offsets in
+    the window or right after it; any other offset repositions the reader (resuming from the
+    nearest line mark whose running arrival is known)."""
+
+    def __init__(self, tp: TP, path: str | None, arrival_field: str, max_jump_us: int | None):
+        self.tp = tp
+        self.path = path
+        self.arrival_field = arrival_field
+        self.max_jump_us = max_jump_us
+        if path is None:
+            self.count, self.marks = 0, array("q", [0])
+        else:
+            self.count, self.marks = _scan_lines(path)
+        # Running arrival before line k*MARK_EVERY, learnt as a reader passes the mark.
+        self.mark_prev: dict[int, int] = {0: NEG_INF}
+        self._reader: _Reader | None = None
+        self.win: deque[RawRecord] = deque()  # decoded records [win_base, reader.off)
+        self.win_base = 0
+        # Arrival times of records handed out since the last ack: offsets [taken_base, ...).
+        self.taken = array("q")
+        self.taken_base = 0
+        self._fp: tuple[int, Any] = (0, hashlib.sha256())  # (byte end hashed, running hash)
+
+    # -- reading --------------------------------------------------------------------------
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.fh.close()
+            self._reader = None
+
+    def last_arrival(self) -> int | None:
+        """The own arrival time of the partition's last complete line that has one."""
+        if self.count == 0:
+            return None
+        start = max(0, self.count - JUMP_LOOKAHEAD)
+        last = None
+        with open(self.path, "rb") as fh:
+            fh.seek(self._byte_start(start))
+            for off in range(start, self.count):
+                own = decode_own(_record_bytes(fh.readline(), off), self.arrival_field)[1]
+                if own is not None:
+                    last = own
+        return last
+
+    def _open_at(self, off: int) -> _Reader:
+        """A reader positioned at line `off` with the running arrival known there."""
+        k = off // MARK_EVERY
+        while k not in self.mark_prev:
+            k -= 1
+        fh = open(self.path, "rb")
+        fh.seek(self.marks[k])
+        r = _Reader(fh, k * MARK_EVERY, self.mark_prev[k])
+        while r.off < off:
+            self._next(r)
+        return r
+
+    def _next(self, r: _Reader) -> tuple[bytes, object, int, tuple[str, str] | None]:
+        """Decode the reader's line: (bytes, object, merge arrival, source fault)."""
+        off = r.off
+        if off % MARK_EVERY == 0:
+            self.mark_prev.setdefault(off // MARK_EVERY, r.prev)
+        field = self.arrival_field
+        if r.ahead:
+            line, obj, own = r.ahead.popleft()
+        else:
+            line = _record_bytes(r.fh.readline(), off)
+            obj, own = decode_own(line, field)
+        prev = r.prev
+        fault = None
+        jump = self.max_jump_us
+        if jump is not None and own is not None and (prev <= NEG_INF or own - prev > jump):
+            want = min(JUMP_LOOKAHEAD, self.count - off - 1)
+            while len(r.ahead) < want:
+                at = off + 1 + len(r.ahead)
+                nline = _record_bytes(r.fh.readline(), at)
+                r.ahead.append((nline, *decode_own(nline, field)))
+            why = arrival_jump(own, prev, [x[2] for x in r.ahead], jump)
+            if why is not None:
+                fault = jump_fault(own, prev, why, field, jump)
+        if fault is None and own is not None and own > prev:
+            prev = own
+        r.prev = prev
+        r.off = off + 1
+        return line, obj, prev, fault
+
+    def _fill(self) -> None:
+        """Decode the next READ_AHEAD lines (at most up to the counted end) into the window."""
+        r = self._reader
+        topic, part = self.tp
+        end = min(self.count, r.off + READ_AHEAD)
+        win = self.win
+        nxt = self._next
+        while r.off < end:
+            off = r.off
+            line, obj, arr, fault = nxt(r)
+            win.append(RawRecord(topic, part, off, line, obj, arr, fault))
+
+    def peek(self, off: int) -> RawRecord | None:
+        """The record at `off` (None past the end), leaving the window in place when it can."""
+        if off >= self.count or off < 0:
+            return None
+        r = self._reader
+        if r is None or not (self.win_base <= off < r.off):
+            if r is None or off != r.off:
+                self.close()
+                self._reader = self._open_at(off)
+                self.win.clear()
+                self.win_base = off
+            elif r.off - self.win_base >= READ_AHEAD * 4:
+                self.win.clear()
+                self.win_base = r.off
+            self._fill()
+        return self.win[off - self.win_base]
+
+    def take(self, off: int) -> RawRecord:
+        """Hand out the record at `off`: drop the window before it, remember its arrival."""
+        rec = self.peek(off)
+        win = self.win
+        while self.win_base < off:
+            win.popleft()
+            self.win_base += 1
+        taken = self.taken
+        if off != self.taken_base + len(taken):
+            del taken[:]
+            self.taken_base = off
+        elif len(taken) >= _MAX_TAKEN:
+            drop = len(taken) // 2
+            del taken[:drop]
+            self.taken_base += drop
+        taken.append(rec.arrival_us)
+        return rec
+
+    def arrival(self, off: int) -> int | None:
+        if off >= self.count:
+            return None
+        if self.taken_base <= off < self.taken_base + len(self.taken):
+            return self.taken[off - self.taken_base]
+        r = self._reader
+        if r is not None and self.win_base <= off < r.off:
+            return self.win[off - self.win_base].arrival_us
+        if r is None or off == r.off:
+            return self.peek(off).arrival_us
+        # Anywhere else: decode there with a reader of its own.
+        other = self._open_at(off)
         try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            obj = exc
-        arr = prev
-        if isinstance(obj, dict):
-            try:
-                arr = parse_utc_us(obj.get(arrival_field))
-            except TimeFormatError:
-                arr = prev
-        objs.append(obj)
-        # A line without a usable arrival time keeps its predecessor's, so it is consumed
-        # right after it and the partition stays in offset order.
-        arr = max(arr, prev)
-        arrivals.append(arr)
-        prev = arr
-    return objs, arrivals
+            return self._next(other)[2]
+        finally:
+            other.fh.close()
+
+    def release(self, upto: int) -> None:
+        """Records before `upto` are committed: forget their arrival times."""
+        drop = min(len(self.taken), upto - self.taken_base)
+        if drop > 0:
+            del self.taken[:drop]
+            self.taken_base += drop
+
+    # -- positions ------------------------------------------------------------------------
+    def _byte_start(self, off: int) -> int:
+        """Byte position where line `off` starts (its predecessor's end)."""
+        k = min(off // MARK_EVERY, len(self.marks) - 1)
+        pos = self.marks[k]
+        left = off - k * MARK_EVERY
+        if left == 0:
+            return pos
+        with open(self.path, "rb") as fh:
+            fh.seek(pos)
+            for _ in range(left):
+                pos += len(fh.readline())
+        return pos
+
+    def fingerprint(self, upto: int) -> str:
+        """Hash of the bytes before line `upto`: appending keeps it, rewriting breaks it."""
+        if upto == 0:
+            return hashlib.sha256(b"").hexdigest()
+        if upto > self.count:
+            return "beyond-end"
+        end = self._byte_start(upto)
+        done, h = self._fp
+        if end < done:
+            done, h = 0, hashlib.sha256()
+        h = h.copy()
+        with open(self.path, "rb") as fh:
+            fh.seek(done)
+            while done < end:
+                chunk = fh.read(min(_CHUNK, end - done))
+                if not chunk:
+                    return "beyond-end"
+                h.update(chunk)
+                done += len(chunk)
+        self._fp = (end, h)
+        return h.copy().hexdigest()
 
 
-def merge_by_arrival(tps: list[TP], positions: dict[TP, int], lines: dict[TP, list[bytes]],
-                     objs: dict[TP, list[object]], arrivals: dict[TP, list[int]]
-                     ) -> Iterator[RawRecord]:
-    """Records of every partition from `positions` on, merged by (arrival, topic, partition,
-    offset); each partition stays in offset order."""
-    heap: list[tuple[int, str, int, int]] = []
-    for tp in tps:
-        off = positions.get(tp, 0)
-        if off < len(arrivals.get(tp, ())):
-            heap.append((arrivals[tp][off], tp[0], tp[1], off))
-    heapq.heapify(heap)
-    while heap:
-        arr, topic, part, off = heapq.heappop(heap)
-        tp = (topic, part)
-        yield RawRecord(topic, part, off, lines[tp][off], objs[tp][off], arr)
-        nxt = off + 1
-        if nxt < len(arrivals[tp]):
-            heapq.heappush(heap, (arrivals[tp][nxt], topic, part, nxt))
+class FileLog:
+    kind = "filelog"
 
+    def __init__(self, root: str, topics: list[str], arrival_field: dict[str, str] | None = None,
+                 max_arrival_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US):
+        self.root = root
+        self.topics = list(topics)
+        self._arrival_field = arrival_field or {}
+        self.max_arrival_jump_us = max_arrival_jump_us
+        self.partition_counts: dict[str, int] = {}
+        self._parts: dict[TP, _Partition] = {}
+        if not os.path.isdir(root):
+            raise SourceError(f"source directory {root!r} does not exist")
+        for topic in self.topics:
+            parts = partition_files(root, topic)
+            n = max(parts) + 1
+            self.partition_counts[topic] = n
+            field = self._arrival_field.get(topic, "arrival_time")
+            for p in range(n):
+                self._parts[(topic, p)] = _Partition((topic, p), parts.get(p), field,
+                                                     max_arrival_jump_us)
+        # The newest arrival held (a metric: how far behind the source a run is).
+        lasts = [a for a in (part.last_arrival() for part in self._parts.values())
+                 if a is not None]
+        self._head = max(lasts) if lasts else None
 
-class PartitionBuffer:
-    """What both sources share once a log is read into memory: per topic-partition lines,
-    decoded objects and arrival times, offset-addressed, merged by arrival. Subclasses fill
-    `topics`, `partition_counts`, `_lines`, `_objs` and `_arrivals`."""
+    def close(self) -> None:
+        for part in self._parts.values():
+            part.close()
 
-    topics: list[str]
-    partition_counts: dict[str, int]
-    _lines: dict[TP, list[bytes]]
-    _objs: dict[TP, list[object]]
-    _arrivals: dict[TP, list[int]]
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: nothing left to release
+            pass
 
     def tps(self) -> list[TP]:
         return [(t, p) for t in self.topics for p in range(self.partition_counts[t])]
 
+    def newest_arrival(self) -> int | None:
+        """The newest arrival among the partitions' last records."""
+        return self._head
+
     def end_offset(self, tp: TP) -> int:
-        return len(self._lines.get(tp, ()))
+        part = self._parts.get(tp)
+        return part.count if part is not None else 0
 
     def total_records(self) -> int:
-        return sum(len(v) for v in self._lines.values())
+        return sum(p.count for p in self._parts.values())
 
     def read_at(self, tp: TP, offset: int) -> RawRecord:
-        return RawRecord(tp[0], tp[1], offset, self._lines[tp][offset], self._objs[tp][offset],
-                         self._arrivals[tp][offset])
+        part = self._parts[tp]
+        if not 0 <= offset < part.count:
+            raise IndexError(f"{tp[0]}:{tp[1]} has no offset {offset} (it holds {part.count})")
+        return part.take(offset)
 
     def next_arrival(self, tp: TP, offset: int) -> int | None:
-        arr = self._arrivals.get(tp, ())
-        return arr[offset] if offset < len(arr) else None
+        part = self._parts.get(tp)
+        return part.arrival(offset) if part is not None else None
 
     def caught_up(self, tp: TP, offset: int, clock_us: int) -> bool:
-        """Nothing is pending at the log for tp at source time clock_us (the buffer holds
-        everything the log had when it was opened)."""
+        """Nothing is pending at the log for tp at source time clock_us (as of opening)."""
         nxt = self.next_arrival(tp, offset)
         return nxt is None or nxt > clock_us
 
     def merged(self, positions: dict[TP, int]) -> Iterator[RawRecord]:
-        """All records from `positions` on, merged by (arrival, topic, partition, offset)."""
-        return merge_by_arrival(self.tps(), positions, self._lines, self._objs, self._arrivals)
-
-
-class FileLog(PartitionBuffer):
-    kind = "filelog"
-
-    def __init__(self, root: str, topics: list[str], arrival_field: dict[str, str] | None = None):
-        self.root = root
-        self.topics = list(topics)
-        self._arrival_field = arrival_field or {}
-        self._lines: dict[TP, list[bytes]] = {}
-        self._byte_ends: dict[TP, list[int]] = {}
-        self._arrivals: dict[TP, list[int]] = {}
-        self._objs: dict[TP, list[object]] = {}
-        self.partition_counts: dict[str, int] = {}
-        if not os.path.isdir(root):
-            raise SourceError(f"source directory {root!r} does not exist")
-        for topic in self.topics:
-            tdir = os.path.join(root, topic)
-            parts: dict[int, str] = {}
-            if os.path.isdir(tdir):
-                for name in os.listdir(tdir):
-                    m = _PART_RE.match(name)
-                    if m:
-                        parts[int(m.group(1))] = os.path.join(tdir, name)
-            if not parts:
-                raise SourceError(f"topic {topic!r} has no partitions under {tdir!r} "
-                                  f"(expected files named p0.jsonl, p1.jsonl, ...)")
-            n = max(parts) + 1
-            self.partition_counts[topic] = n
-            for p in range(n):
-                self._load((topic, p), parts.get(p))
-
-    def _load(self, tp: TP, path: str | None) -> None:
-        lines: list[bytes] = []
-        ends: list[int] = []
-        if path is not None:
-            with open(path, "rb") as fh:
-                data = fh.read()
-            pos = 0
-            for raw in data.splitlines(keepends=True):
-                pos += len(raw)
-                stripped = raw.rstrip(b"\r\n")
-                if not stripped.strip() and pos == len(data):
-                    break  # tolerate a trailing blank line at EOF
-                lines.append(stripped)
-                ends.append(pos)
-        objs, arrivals = decode_partition(lines, self._arrival_field.get(tp[0], "arrival_time"))
-        self._lines[tp] = lines
-        self._byte_ends[tp] = ends
-        self._arrivals[tp] = arrivals
-        self._objs[tp] = objs
+        """All records from `positions` on, merged by (arrival, topic, partition, offset);
+        each partition stays in offset order."""
+        parts = self._parts
+        heap: list[tuple[int, str, int, int]] = []
+        for tp in self.tps():
+            off = positions.get(tp, 0)
+            rec = parts[tp].peek(off)
+            if rec is not None:
+                heap.append((rec.arrival_us, tp[0], tp[1], off))
+        heapq.heapify(heap)
+        while heap:
+            _, topic, part, off = heap[0]
+            p = parts[(topic, part)]
+            rec = p.take(off)
+            nxt = p.peek(off + 1)
+            if nxt is not None:
+                heapq.heapreplace(heap, (nxt.arrival_us, topic, part, off + 1))
+            else:
+                heapq.heappop(heap)
+            yield rec
 
     # -- positions -----------------------------------------------------------------------
     def fingerprint(self, tp: TP, upto: int) -> str:
         """Hash of the partition's bytes before `upto`: appending keeps it, rewriting breaks it."""
         if upto == 0:
             return hashlib.sha256(b"").hexdigest()
-        ends = self._byte_ends[tp]
-        if upto > len(ends):
-            return "beyond-end"
-        path = os.path.join(self.root, tp[0], f"p{tp[1]}.jsonl")
-        with open(path, "rb") as fh:
-            data = fh.read(ends[upto - 1])
-        return hashlib.sha256(data).hexdigest()
+        return self._parts[tp].fingerprint(upto)
 
     def identity(self) -> dict:
         return {"kind": self.kind, "root": os.path.abspath(self.root),
                 "partitions": dict(self.partition_counts)}
 
-    def ack(self, ranges: dict[TP, tuple[int, int]]) -> None:
-        """The file log keeps no consumer state: positions live in the store's checkpoints."""
-        return None
+    def ack(self, ranges: dict[str, tuple[int, int]]) -> None:
+        """The file log keeps no consumer state (positions live in the store's checkpoints);
+        acknowledged records' arrival times are released from memory."""
+        for tps, (_, last) in ranges.items():
+            topic, _, part = tps.rpartition(":")
+            p = self._parts.get((topic, int(part)))
+            if p is not None:
+                p.release(last + 1)
+
+
+def partition_files(root: str, topic: str) -> dict[int, str]:
+    """Partition number -> file of a topic; refuses names that spell a number two ways."""
+    tdir = os.path.join(root, topic)
+    parts: dict[int, str] = {}
+    if os.path.isdir(tdir):
+        for name in sorted(os.listdir(tdir)):
+            m = _PART_RE.match(name)
+            if not m:
+                continue
+            if not _CANONICAL_PART_RE.match(name):
+                raise SourceError(
+                    f"partition file {os.path.join(tdir, name)!r} has an ambiguous name: "
+                    f"partitions are named p0.jsonl, p1.jsonl, ... without leading zeros; "
+                    f"rename it to p{int(m.group(1))}.jsonl")
+            parts[int(m.group(1))] = os.path.join(tdir, name)
+    if not parts:
+        raise SourceError(f"topic {topic!r} has no partitions under {tdir!r} "
+                          f"(expected files named p0.jsonl, p1.jsonl, ...)")
+    return parts

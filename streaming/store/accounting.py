@@ -24,9 +24,10 @@ from . import schema as S
 
 
 def journal_ranges(ranges_json: dict[str, list[int]]) -> list[tuple[str, int, int, int]]:
-    """A journal entry's `ranges` ({"topic:partition": [first, last]}) as rows."""
+    """A journal entry's `ranges` ({"topic:partition": [first, last, digest]}) as rows."""
     out = []
-    for tp, (lo, hi) in ranges_json.items():
+    for tp, rng in ranges_json.items():
+        lo, hi = rng[0], rng[1]
         topic, part = tp.rsplit(":", 1)
         out.append((topic, int(part), lo, hi))
     return out

@@ -1,6 +1,6 @@
 -- Candidate vs the published rows it replaces, by logical pair (payment, signal, rule version).
 with candidate as (
-    select * from {{ ref('cand_pairs') }}
+    select * from {{ ref('candidate_pairs_checked') }}
 ),
 
 base as (

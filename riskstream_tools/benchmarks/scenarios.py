@@ -1,0 +1,374 @@
+"""`riskstream bench`: each pipeline end to end against its in-memory reference in the same run.
+
+Every scenario runs in its own child process, so its peak resident memory (VmHWM, read right
+after the run and before the reference is built) belongs to that scenario alone.
+The child times the run, then the reference over the same input, and compares the answers: a
+wrong answer fails the scenario however fast it was. On a shared machine the ratio
+run / reference is the figure that counts; the absolute rate is reported beside it.
+
+Scenarios (the `--only` names):
+  join-sqlite      join, file log -> SQLite (facts, archive, journal, current view, checkpoints
+                   every 50,000 records)
+  join-postgres    the same with the store on a throwaway PostgreSQL database
+  join-operator    the join operator alone: decoded records in, no I/O
+  ledger-sqlite    the account-hour ledger, file log -> SQLite
+  receipts-sqlite  the receipt scorer, file log -> SQLite
+
+The join workload follows the issue's shape: 100 merchants, 20% of events on one hot merchant,
+about 1.3 pairs per event. The join reference is the sort-and-search interval probe over the
+decoded events (`fast_candidate_pairs`); the ledger and receipts references recompute their
+outputs from the raw log (decoding included)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+SCENARIOS = ("join-sqlite", "join-postgres", "join-operator", "ledger-sqlite", "receipts-sqlite")
+DEFAULT_EVENTS = 1_000_000
+CHECKPOINT_EVERY = 50_000
+BATCH_SIZE = 5_000
+JOIN_MERCHANTS = 100
+JOIN_HOT_SHARE = 0.2
+# Two events a minute over the whole keyspace: with a 55-minute window and a 20% hot merchant
+# this gives about 1.3 pairs per event (the density of the issue's comparison workload).
+JOIN_EVENTS_PER_MINUTE = 2
+PG_ADMIN_ENV = "RISKSTREAM_BENCH_PG"
+PG_ADMIN_DEFAULT = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+# ---------------------------------------------------------------------------- inputs (parent)
+def prepare_input(scenario: str, workdir: str, n: int) -> str:
+    """Write the scenario's file log once per size (reused across scenarios and runs)."""
+    family = scenario.split("-")[0]
+    src = os.path.join(workdir, "inputs", f"{family}_{n}")
+    done = os.path.join(src, ".complete")
+    if os.path.exists(done):
+        return src
+    shutil.rmtree(src, ignore_errors=True)
+    if family == "join":
+        from riskstream_tools.workloads.join_seed import generate_bulk
+        generate_bulk(1, src, n, merchants=JOIN_MERCHANTS, hot_share=JOIN_HOT_SHARE,
+                      events_per_minute=JOIN_EVENTS_PER_MINUTE)
+    elif family == "ledger":
+        from riskstream_tools.workloads.ledger_seed import generate
+        generate(1, src, payments=n, scenario=False, accounts=200)
+    elif family == "receipts":
+        from streaming.models.registry import Registry
+        from riskstream_tools.workloads.receipts_seed import generate_surge
+        generate_surge(3, src, n)
+        Registry(os.path.join(src, "models"))
+    else:
+        raise ValueError(f"unknown scenario {scenario}")
+    open(done, "w").close()
+    return src
+
+
+def _sqlite_url(workdir: str, scenario: str) -> str:
+    db = os.path.join(workdir, f"{scenario}.sqlite")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(db + suffix):
+            os.remove(db + suffix)
+    return f"sqlite:///{db}"
+
+
+# ---------------------------------------------------------------------------- child helpers
+def _peak_rss_mib() -> float:
+    """This process's peak resident memory. Linux: VmHWM, the high-water mark of this program's
+    own address space (ru_maxrss would carry over the parent's peak across fork + exec, and the
+    parent generated the inputs)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _run_worker(spec, settings, url: str) -> tuple[object, float, dict, float]:
+    """Run the worker; (result, wall seconds, stage seconds, peak RSS MiB right after)."""
+    from streaming.host.loop import Worker
+    from streaming.store.ops import Store
+    store = Store(url)
+    try:
+        t0 = time.perf_counter()
+        res = Worker(spec, settings, store=store).run()
+        wall = time.perf_counter() - t0
+    finally:
+        store.dispose()
+    rss = _peak_rss_mib()
+    host = res.stage_seconds
+    stages = {f"{k}_s": v for k, v in host.items()}
+    # Reading and JSON-parsing the source, run start-up and the final metrics.
+    stages["source_and_other_s"] = max(0.0, wall - sum(host.values()))
+    return res, wall, stages, rss
+
+
+def _join_reference_input(src: str) -> tuple[dict, dict, float]:
+    """Latest revision of every payment and signal in the log: {id: (merchant, event_us)}."""
+    import orjson
+
+    from streaming.timeutil import parse_utc_us
+    t0 = time.perf_counter()
+    out: dict[str, dict] = {"payments": {}, "risk_signals": {}}
+    ident = {"payments": "payment_id", "risk_signals": "signal_id"}
+    for topic in out:
+        best: dict[str, tuple[int, str, int]] = {}
+        tdir = os.path.join(src, topic)
+        for name in sorted(os.listdir(tdir)):
+            with open(os.path.join(tdir, name), "rb") as fh:
+                for line in fh:
+                    o = orjson.loads(line)
+                    i = o[ident[topic]]
+                    rev = o["revision"]
+                    cur = best.get(i)
+                    if cur is None or cur[0] < rev:
+                        best[i] = (rev, o["merchant_id"], parse_utc_us(o["event_time"]))
+        out[topic] = {k: (v[1], v[2]) for k, v in best.items()}
+    return out["payments"], out["risk_signals"], time.perf_counter() - t0
+
+
+def _timed_join_reference(src: str) -> tuple[set, float, float]:
+    from riskstream_tools.references.join import fast_candidate_pairs
+    pay, sig, decode_s = _join_reference_input(src)
+    t0 = time.perf_counter()
+    ref = fast_candidate_pairs(pay, sig)
+    return ref, time.perf_counter() - t0, decode_s
+
+
+def _join_settings(src: str, url: str):
+    from streaming.host.settings import RunSettings
+    return RunSettings(source=src, store_url=url, end_of_stream=True,
+                       checkpoint_every=CHECKPOINT_EVERY, batch_size=BATCH_SIZE)
+
+
+def child_join_store(src: str, url: str, n: int) -> dict:
+    from streaming.cli.join import pair_rows
+    from streaming.pipelines.join import SPEC
+    from streaming.store.ops import Store
+    res, wall, stages, rss = _run_worker(SPEC, _join_settings(src, url), url)
+    store = Store(url)
+    try:
+        live = {(r["payment_id"], r["signal_id"]) for r in pair_rows(store, False)}
+    finally:
+        store.dispose()
+    ref, ref_s, ref_decode_s = _timed_join_reference(src)
+    return {"seconds": wall, "reference_seconds": ref_s, "reference_decode_s": ref_decode_s,
+            "peak_rss_mib": rss, "reference_equal": live == ref, "stages": stages,
+            "records": res.records, "facts_written": res.facts_written,
+            "pairs": len(live), "reference_pairs": len(ref), "checkpoints": res.checkpoints}
+
+
+def child_join_operator(src: str, url: str, n: int) -> dict:
+    """The operator alone: the records are decoded first (timed as their own stage), then
+    driven through the operator with per-topic watermarks exactly as the host does."""
+    from streaming.contracts import InvalidRecord, validate
+    from streaming.operators.base import Emit
+    from streaming.pipelines.join import SPEC
+    from streaming.sources.filelog import FileLog
+    from streaming.watermarks import InputWatermark
+
+    log = FileLog(src, SPEC.topics)
+    t0 = time.perf_counter()
+    recs = []
+    for raw in log.merged({}):
+        try:
+            recs.append(validate(SPEC.contracts[raw.topic], raw.obj, raw.partition, raw.offset,
+                                 len(raw.line)))
+        except InvalidRecord:
+            continue
+    decode_s = time.perf_counter() - t0
+    op = SPEC.make_operator(_join_settings(src, url))
+    wms = {t: InputWatermark(t, log.partition_counts[t], SPEC.lateness_us[t])
+           for t in log.topics}
+    # As the host does: one Emit per batch, handed on and dropped; the same GC policy.
+    last: dict[str, tuple[str, str, str]] = {}
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 50)
+    t0 = time.perf_counter()
+    for i in range(0, len(recs), BATCH_SIZE):
+        emit = Emit()
+        for r in recs[i:i + BATCH_SIZE]:
+            op.on_record(r, emit)
+            w = wms[r.topic]
+            if w.observe(r.partition, r.event_us, r.arrival_us):
+                op.on_watermark(r.topic, w.wm, emit)
+        if i + BATCH_SIZE >= len(recs):
+            for w in wms.values():
+                w.end_of_stream()
+            op.on_end_of_stream(emit)
+        # The operator's current pairs: the last fact per logical key decides.
+        for f in emit.facts:
+            if f.kind == "pair":
+                last[f.logical_key] = (f.status, f.payload["payment_id"], f.payload["signal_id"])
+    op_s = time.perf_counter() - t0
+    rss = _peak_rss_mib()
+    live = {(p, s) for status, p, s in last.values() if status == "current"}
+    records = len(recs)
+    del recs
+    ref, ref_s, ref_decode_s = _timed_join_reference(src)
+    return {"seconds": op_s, "reference_seconds": ref_s, "reference_decode_s": ref_decode_s,
+            "peak_rss_mib": rss, "reference_equal": live == ref,
+            "stages": {"decode_validate_s": decode_s, "operator_s": op_s, "sink_s": 0.0,
+                       "checkpoint_s": 0.0},
+            "records": records,
+            "pairs": len(live), "reference_pairs": len(ref)}
+
+
+def child_ledger(src: str, url: str, n: int) -> dict:
+    from streaming.cli.ledger import window_rows
+    from streaming.pipelines.ledger import make_spec, run_extra
+    from riskstream_tools.references.ledger import reference_totals
+    from streaming.repairs.ledger import DEV_KEY, RepairKey
+    from streaming.store.ops import Store
+    from streaming.timeutil import parse_utc_us
+    from streaming.host.settings import RunSettings
+
+    key = RepairKey(DEV_KEY, "dev")
+    settings = RunSettings(source=src, store_url=url, end_of_stream=True,
+                           checkpoint_every=CHECKPOINT_EVERY, batch_size=BATCH_SIZE,
+                           extra=run_extra(key))
+    res, wall, stages, rss = _run_worker(make_spec(key), settings, url)
+    store = Store(url)
+    try:
+        current = {(r["account_id"], parse_utc_us(r["event_hour"].replace("Z", ":00Z"))):
+                   r["total_cents"] for r in window_rows(store, include_all=False)}
+    finally:
+        store.dispose()
+    t0 = time.perf_counter()
+    ref = reference_totals(src)
+    ref_s = time.perf_counter() - t0
+    return {"seconds": wall, "reference_seconds": ref_s, "peak_rss_mib": rss,
+            "reference_equal": current == ref and len(ref) > 0, "stages": stages,
+            "records": res.records, "facts_written": res.facts_written,
+            "windows": len(current), "reference_windows": len(ref)}
+
+
+def child_receipts(src: str, url: str, n: int) -> dict:
+    import orjson
+
+    from streaming.pipelines.receipts_release import active, decision_facts
+    from streaming.models.registry import Registry
+    from streaming.pipelines.receipts import SPEC
+    from riskstream_tools.references.receipts import reference_decisions
+    from streaming.store.ops import Store
+    from streaming.host.settings import RunSettings
+
+    models = os.path.join(src, "models")
+    settings = RunSettings(source=src, store_url=url, end_of_stream=True,
+                           checkpoint_every=CHECKPOINT_EVERY, batch_size=BATCH_SIZE,
+                           extra={"model_dir": models})
+    res, wall, stages, rss = _run_worker(SPEC, settings, url)
+    store = Store(url)
+    try:
+        act = {f["receipt_id"]: f for f in active(decision_facts(store))}
+    finally:
+        store.dispose()
+    t0 = time.perf_counter()
+    rows = []
+    rdir = os.path.join(src, "receipts")
+    for p in sorted(os.listdir(rdir)):
+        with open(os.path.join(rdir, p), "rb") as fh:
+            rows += [orjson.loads(line) for line in fh]
+    ref = reference_decisions(rows, Registry(models).current())
+    ref_s = time.perf_counter() - t0
+    equal = len(act) == len(ref) > 0 and all(
+        r in act and (act[r]["feature_count_7m"], act[r]["feature_amount_7m"], act[r]["score"])
+        == (v["feature_count_7m"], v["feature_amount_7m"], v["score"]) for r, v in ref.items())
+    return {"seconds": wall, "reference_seconds": ref_s, "peak_rss_mib": rss,
+            "reference_equal": equal, "stages": stages, "records": res.records,
+            "facts_written": res.facts_written, "decisions": len(act),
+            "reference_decisions": len(ref)}
+
+
+CHILDREN = {"join-sqlite": child_join_store, "join-postgres": child_join_store,
+            "join-operator": child_join_operator, "ledger-sqlite": child_ledger,
+            "receipts-sqlite": child_receipts}
+
+
+# ---------------------------------------------------------------------------- parent
+class _PgDatabase:
+    """A throwaway database on the PostgreSQL server named by RISKSTREAM_BENCH_PG."""
+
+    def __init__(self) -> None:
+        import psycopg
+        self.admin = os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)
+        self.conn = psycopg.connect(self.admin, autocommit=True, connect_timeout=3)
+        self.name = f"rs_bench_{uuid.uuid4().hex[:10]}"
+        self.conn.execute(f'CREATE DATABASE "{self.name}"')
+        self.url = self.admin.rsplit("/", 1)[0] + f"/{self.name}"
+
+    def drop(self) -> None:
+        try:
+            self.conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        finally:
+            self.conn.close()
+
+
+def run_scenario(scenario: str, workdir: str, n: int) -> dict:
+    """Prepare the input, run the scenario in a child process, and shape its result."""
+    src = prepare_input(scenario, workdir, n)
+    pg = None
+    if scenario == "join-postgres":
+        try:
+            pg = _PgDatabase()
+        except Exception as exc:  # noqa: BLE001  (no server: the scenario cannot run)
+            return {"scenario": scenario, "events": n, "error":
+                    f"PostgreSQL not reachable at {PG_ADMIN_ENV}: {exc.__class__.__name__}"}
+        url = pg.url
+    else:
+        url = _sqlite_url(workdir, scenario)
+    try:
+        proc = subprocess.run([sys.executable, "-m", __name__, "child", scenario, src, url,
+                               str(n)], capture_output=True, text=True)
+    finally:
+        if pg is not None:
+            pg.drop()
+    if proc.returncode != 0:
+        return {"scenario": scenario, "events": n,
+                "error": f"child exited {proc.returncode}: {proc.stderr[-1500:]}"}
+    child = json.loads(proc.stdout.strip().splitlines()[-1])
+    secs, ref_s = child.pop("seconds"), child.pop("reference_seconds")
+    out = {"scenario": scenario, "events": n, "seconds": round(secs, 3),
+           "events_per_s": round(n / secs) if secs else None,
+           "reference_events_per_s": round(n / ref_s) if ref_s else None,
+           "ratio": round(ref_s / secs, 4) if secs else None,
+           "peak_rss_mib": round(child.pop("peak_rss_mib"), 1),
+           "reference_equal": bool(child.pop("reference_equal")),
+           "stages": {k: (round(v, 3) if isinstance(v, float) else v)
+                      for k, v in child.pop("stages").items()}}
+    out.update(child)
+    return out
+
+
+def run(only: list[str] | None, events: int, workdir: str) -> list[dict]:
+    names = list(only) if only else list(SCENARIOS)
+    unknown = [s for s in names if s not in SCENARIOS]
+    if unknown:
+        raise ValueError(f"unknown scenario(s) {', '.join(unknown)}; choose from "
+                         f"{', '.join(SCENARIOS)}")
+    os.makedirs(workdir, exist_ok=True)
+    return [run_scenario(s, workdir, events) for s in names]
+
+
+def failed(results: list[dict]) -> list[str]:
+    """Scenarios that errored or gave a wrong answer."""
+    return [r["scenario"] for r in results if "error" in r or not r.get("reference_equal")]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "child":
+        _, _, name, src_, url_, n_ = sys.argv
+        print(json.dumps(CHILDREN[name](src_, url_, int(n_)), default=str))
+    else:
+        raise SystemExit(
+            "usage: python -m riskstream_tools.benchmarks.scenarios child NAME SRC URL N")

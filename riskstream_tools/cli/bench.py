@@ -1,0 +1,78 @@
+"""`riskstream bench`: throughput, peak memory and correctness of every pipeline, each against
+its in-memory reference in the same run (see riskstream_tools/benchmarks/scenarios.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..benchmarks import scenarios as sc
+
+DEFAULT_JSON = os.path.join("bench", "results", "bench.json")
+DEFAULT_WORKDIR = os.path.join(".riskstream", "bench")
+
+
+def _fmt(v) -> str:  # noqa: ANN001
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.3f}" if v < 100 else f"{v:,.0f}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v)
+
+
+def print_table(results: list[dict], path: str, console: Console) -> None:
+    table = Table(title=f"riskstream bench ({path})")
+    for col, just in (("scenario", "left"), ("events", "right"), ("seconds", "right"),
+                      ("events/s", "right"), ("reference/s", "right"), ("ratio", "right"),
+                      ("peak RSS MiB", "right"), ("equal", "center"), ("stages (s)", "left")):
+        table.add_column(col, justify=just)
+    for r in results:
+        if "error" in r:
+            table.add_row(r["scenario"], _fmt(r["events"]), "-", "-", "-", "-", "-",
+                          "[red]error[/red]", r["error"][:80])
+            continue
+        stages = ", ".join(f"{k.removesuffix('_s')} {_fmt(v)}" for k, v in r["stages"].items()
+                           if v is not None)
+        table.add_row(r["scenario"], _fmt(r["events"]), _fmt(r["seconds"]),
+                      _fmt(r["events_per_s"]), _fmt(r["reference_events_per_s"]),
+                      _fmt(r["ratio"]), _fmt(r["peak_rss_mib"]),
+                      "[green]yes[/green]" if r["reference_equal"] else "[red]NO[/red]", stages)
+    console.print(table)
+
+
+@click.command()
+@click.option("--only", "only", multiple=True, type=click.Choice(sc.SCENARIOS),
+              help="Run only this scenario (repeatable).")
+@click.option("--events", type=int, default=sc.DEFAULT_EVENTS, show_default=True,
+              help="Events per scenario.")
+@click.option("--json", "json_path", default=DEFAULT_JSON, show_default=True,
+              type=click.Path(dir_okay=False), help="Where the results are written.")
+@click.option("--workdir", default=DEFAULT_WORKDIR, show_default=True,
+              type=click.Path(file_okay=False),
+              help="Inputs (generated once per size) and SQLite stores.")
+def bench(only: tuple[str, ...], events: int, json_path: str, workdir: str) -> None:
+    """Run the benchmark scenarios; exit 1 when any scenario errors or disagrees with its
+    reference, however fast it ran."""
+    console = Console()
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    results = sc.run(list(only) or None, events, workdir)
+    doc = {"started": started, "events": events,
+           "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                       "cpus": os.cpu_count()},
+           "scenarios": results}
+    os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
+    with open(json_path, "w") as fh:
+        json.dump(doc, fh, indent=2, default=str)
+    print_table(results, json_path, console)
+    bad = sc.failed(results)
+    if bad:
+        console.print(f"[red]failed: {', '.join(bad)}[/red]")
+        raise SystemExit(1)

@@ -1,0 +1,211 @@
+"""Hostile input through the whole worker: a consumed line rewritten after a crash, a record
+from the far future, binary and non-UTF-8 lines, a checkpoint of the wrong shape, credentials
+with a raw `@`. Each run goes on (or refuses with its documented exit code) in one line."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zlib
+
+import orjson
+import pytest
+from sqlalchemy import select, update
+
+from streaming.store import schema as S
+from streaming.store.ops import Store
+
+from .conftest import need_service
+from .joinutil import pair_set, run_join
+
+
+def _cli(*args, check=False):
+    proc = subprocess.run([sys.executable, "-m", "streaming.cli.main", *args],
+                          capture_output=True, text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _copy(seed_dir, tmp_path, name="src"):
+    copy = tmp_path / name
+    shutil.copytree(seed_dir[0], copy)
+    return copy
+
+
+def _db_state(url):
+    store = Store(url)
+    try:
+        counts = store.table_counts()
+        facts = sorted((f["fact_key"], f["payload_hash"]) for f in store.facts("join"))
+        return counts, facts
+    finally:
+        store.dispose()
+
+
+def _queue(url):
+    store = Store(url)
+    try:
+        return sorted((q["event_id"], q["reason"]) for q in store.queue("join"))
+    finally:
+        store.dispose()
+
+
+# -- item 3: journal replay verifies what it re-reads ----------------------------------------
+
+def test_line_of_a_journaled_batch_rewritten_after_a_crash_is_refused(seed_dir, tmp_path,
+                                                                      store_url):
+    copy = _copy(seed_dir, tmp_path)
+    run = ["join", "run", "--source", str(copy), "--store", store_url, "--batch-size", "50",
+           "--checkpoint-every", "100", "--quiet"]
+    crashed = _cli(*run, "--crash-at", "after-sink-write:3")
+    assert crashed.returncode == 137, crashed.stderr
+    store = Store(store_url)
+    try:
+        j = S.journal.c
+        ranges = orjson.loads(store.rows(select(j.ranges).where(j.pipeline == "join",
+                                                                j.seq == 3))[0]["ranges"])
+        ck = store.latest_checkpoint("join")
+        positions = orjson.loads(ck["meta"])["positions"]
+    finally:
+        store.dispose()
+    first, last = ranges["payments:0"][0], ranges["payments:0"][1]
+    assert positions["payments:0"] <= first  # beyond the checkpoint: only the journal knows it
+    p0 = copy / "payments" / "p0.jsonl"
+    original = p0.read_bytes()
+    lines = original.split(b"\n")
+    target = (first + last) // 2
+    rec = orjson.loads(lines[target])
+    assert "amount_cents" in rec
+    rec["amount_cents"] += 1
+    lines[target] = orjson.dumps(rec)
+    p0.write_bytes(b"\n".join(lines))
+    before = _db_state(store_url)
+    proc = _cli(*run)
+    assert proc.returncode == 4, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "journal batch 3" in proc.stderr and "payments:0" in proc.stderr
+    assert _db_state(store_url) == before
+    # The unchanged recording restores and finishes as an uninterrupted run would.
+    p0.write_bytes(original)
+    assert _cli(*run).returncode == 0
+    whole = f"sqlite:///{tmp_path}/whole.sqlite"
+    run_join(seed_dir[0], whole, batch_size=50, checkpoint_every=100)
+    assert pair_set(store_url) == pair_set(whole)
+
+
+# -- item 4: a record from the far future moves no clock ---------------------------------------
+
+def test_far_future_payment_is_quarantined_and_moves_nothing(seed_dir, tmp_path, store_url):
+    copy = _copy(seed_dir, tmp_path)
+    p0 = copy / "payments" / "p0.jsonl"
+    lines = p0.read_bytes().split(b"\n")[:-1]
+    k = len(lines) // 3
+    far = orjson.loads(lines[k])
+    far.update(payment_id="pay-far-future", event_time="9999-12-31T23:59:00Z",
+               arrival_time="9999-12-31T23:59:00Z")
+    lines.insert(k, orjson.dumps(far))
+    p0.write_bytes(b"\n".join(lines) + b"\n")
+    run_join(str(copy), store_url, end_of_stream=True)
+    ref = f"sqlite:///{tmp_path}/ref.sqlite"
+    run_join(seed_dir[0], ref, end_of_stream=True)
+    assert pair_set(store_url) == pair_set(ref)
+    assert len(pair_set(ref)) > 1000
+    assert _queue(store_url) == _queue(ref)
+    store = Store(store_url)
+    try:
+        q = [r for r in store.quarantine_rows("join") if r["reason"] == "arrival_time_jump"]
+        assert [(r["topic"], r["partition"], r["offset"]) for r in q] == [("payments", 0, k)]
+        assert all(r["closes"] for r in store.accounting("join"))
+    finally:
+        store.dispose()
+
+
+def test_max_arrival_jump_flag_is_typed_and_documented(seed_dir, tmp_path, sqlite_url):
+    bad = _cli("join", "run", "--source", seed_dir[0], "--store", sqlite_url,
+               "--max-arrival-jump", "soon", "--quiet")
+    assert bad.returncode == 2 and "--max-arrival-jump" in bad.stderr
+    helptext = _cli("join", "run", "--help").stdout
+    assert "--max-arrival-jump" in helptext and "60" in helptext
+
+
+# -- item 1: binary and non-UTF-8 lines are quarantined on every store --------------------------
+
+@pytest.mark.parametrize("line, reason", [
+    (b'{"payment_id": "pay-\x00-nul", "revision": 1}\x00\x01', "malformed_json"),
+    (b'{"payment_id": "pay-\xff\xfe", "revision": 1}', "invalid_utf8"),
+])
+def test_binary_lines_are_quarantined_with_their_bytes_escaped(seed_dir, tmp_path, store_url,
+                                                               line, reason):
+    copy = _copy(seed_dir, tmp_path)
+    p0 = copy / "payments" / "p0.jsonl"
+    whole = p0.read_bytes()
+    at = whole.count(b"\n")
+    p0.write_bytes(whole + line + b"\n")
+    res = run_join(str(copy), store_url, end_of_stream=True)
+    assert res.records == 471
+    store = Store(store_url)
+    try:
+        (q,) = [r for r in store.quarantine_rows("join")
+                if (r["topic"], r["partition"], r["offset"]) == ("payments", 0, at)]
+        assert q["reason"] == reason
+        assert "\x00" not in q["raw"] and "\x00" not in q["detail"]
+        assert "pay-" in q["raw"]
+        assert ("\\x00" in q["raw"]) if b"\x00" in line else ("\\xff\\xfe" in q["raw"])
+        assert all(r["closes"] for r in store.accounting("join"))
+    finally:
+        store.dispose()
+
+
+# -- item 10: a checkpoint that decodes but has the wrong shape --------------------------------
+
+@pytest.mark.parametrize("state", [{"operator": {}}, {"positions": [1, 2]}, [1, 2, 3]])
+def test_checkpoint_of_the_wrong_shape_exits_3_in_one_line(seed_dir, store_url, state):
+    src = seed_dir[0]
+    run_join(src, store_url, checkpoint_every=200)
+    store = Store(store_url)
+    c = S.checkpoints.c
+    with store.engine.begin() as conn:
+        last = conn.execute(select(c.id).order_by(c.id.desc()).limit(1)).scalar()
+        conn.execute(update(S.checkpoints).where(c.id == last).values(
+            state=zlib.compress(orjson.dumps(state))))
+    store.dispose()
+    before = _db_state(store_url)
+    proc = _cli("join", "run", "--source", src, "--store", store_url, "--quiet")
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "shape" in proc.stderr
+    assert _db_state(store_url) == before
+
+
+# -- item 9: credentials with a raw @ never reach runs.settings or an error line ----------------
+
+def test_password_with_at_sign_is_redacted_everywhere(seed_dir, tmp_path, sqlite_url):
+    need_service("NATS", "127.0.0.1", 4222)
+    nats = "nats://user:p@ssSECRETX@127.0.0.1:4222?stream=rs_hostile_absent&timeout=2"
+    proc = _cli("join", "run", "--source", nats, "--store", sqlite_url, "--quiet")
+    assert proc.returncode == 5, proc.stderr
+    assert "SECRETX" not in proc.stderr + proc.stdout and "p@ss" not in proc.stderr
+    pg = "postgresql://user:p@ssSECRETX@127.0.0.1:1/db"
+    proc = _cli("join", "run", "--source", seed_dir[0], "--store", pg, "--quiet")
+    assert proc.returncode == 7, proc.stderr
+    assert "SECRETX" not in proc.stderr + proc.stdout and "Traceback" not in proc.stderr
+    from streaming.host.settings import RunSettings
+    shown = orjson.dumps(RunSettings(source=nats, store_url=pg).describe()).decode()
+    assert "SECRETX" not in shown and "***@127.0.0.1:1" in shown
+
+
+def test_store_url_with_at_sign_in_password_connects_and_is_stored_redacted(seed_dir, pg_url):
+    """The test server trusts every password: the run connects only if the host was parsed
+    after the last @, and runs.settings must not keep any part of the password."""
+    url = pg_url.replace("postgresql://postgres@", "postgresql://postgres:p@ssSECRETX@")
+    assert url != pg_url
+    run_join(seed_dir[0], url)
+    store = Store(pg_url)
+    try:
+        settings = [r["settings"] for r in store.rows(select(S.runs.c.settings))]
+    finally:
+        store.dispose()
+    assert settings and all("SECRETX" not in x and "p@ss" not in x for x in settings)
+    assert all("postgresql://***@127.0.0.1:5432/" in x for x in settings)
