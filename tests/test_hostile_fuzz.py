@@ -126,10 +126,10 @@ def build(pays, sigs, hostiles, root: str):
     for (topic, part), ls in lines.items():
         os.makedirs(f"{root}/{topic}", exist_ok=True)
         with open(f"{root}/{topic}/p{part}.jsonl", "wb") as fh:
-            for i, line in enumerate(ls):
+            for line in ls:
                 fh.write(line + b"\n")
     # Positions of the hostile lines after insertion.
-    for tp, ins in inserts.items():
+    for tp in inserts:
         valid_lines = set(map(bytes, [line for _, line in parts[tp]]))
         for off, line in enumerate(lines[tp]):
             if line not in valid_lines:

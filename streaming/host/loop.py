@@ -8,6 +8,8 @@ sink pacer and crash injection each live in their own module of this package."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import gc
 import logging
 import time
@@ -234,7 +236,8 @@ class Worker:
         op = self.op
         wms = self.wms
         contracts = self.spec.contracts
-        ranges: dict[str, list[int]] = {}
+        # per "topic:p": [first offset, last offset, digest of the consumed lines]
+        ranges: dict[str, list[Any]] = {}
         order_runs: list[list] = []
         made: list[list] = []
         following = decisions is not None

@@ -104,7 +104,7 @@ class Window:
         self.status = "open"
         self.total = 0  # sum of the payments' amounts (derived, not snapshotted)
 
-    def add(self, pid: str, entry: list) -> None:
+    def add(self, pid: str, entry: list[Any]) -> None:
         self.payments[pid] = entry
         self.total += entry[2]
 

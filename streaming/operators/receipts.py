@@ -21,7 +21,7 @@ whatever the registry's pointer says by then."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 import heapq
 from bisect import bisect_left, insort
 
@@ -53,8 +53,8 @@ T, ID, AMOUNT, STORE, REV, CNT, AMT, MODEL, STATE = range(9)
 PENDING, SCORED, HISTORY = 0, 1, 2  # HISTORY: a reconciliation record, never scored live
 
 
-def _entry_time(e: list) -> int:
-    return e[T]
+def _entry_time(e: list[Any]) -> int:
+    return cast(int, e[T])
 
 
 def decision_key(receipt_id: str, scoring_revision: int) -> str:

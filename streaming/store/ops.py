@@ -105,7 +105,7 @@ def _copy_stage(conn: Connection, like: str, cols: list[str], params: list[tuple
     conn.exec_driver_sql(f"CREATE TEMP TABLE IF NOT EXISTS {q(stage)} ON COMMIT DELETE ROWS "
                          f"AS SELECT {collist} FROM {q(like)} WITH NO DATA")
     conn.exec_driver_sql(f"DELETE FROM {q(stage)}")
-    raw = conn.connection.dbapi_connection
+    raw: Any = conn.connection.dbapi_connection  # psycopg's connection: COPY
     with raw.cursor() as cur:
         with cur.copy(f"COPY {q(stage)} ({', '.join(q(c) for c in cols)}) FROM STDIN") as cp:
             for row in params:
@@ -204,7 +204,7 @@ def _stage_facts(conn: Connection, rows: list[tuple]) -> None:
             "payload_hash text, payload text, predecessor_key text, batch_seq bigint, "
             "generation_id text, created_at text) ON COMMIT DELETE ROWS")
         conn.exec_driver_sql(f"DELETE FROM {_STAGE}")
-        raw = conn.connection.dbapi_connection
+        raw: Any = conn.connection.dbapi_connection  # psycopg's connection: COPY
         with raw.cursor() as cur:
             with cur.copy(f"COPY {_STAGE} (ord, {cols}) FROM STDIN") as copy:
                 for i, r in enumerate(rows):
@@ -251,7 +251,7 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
     payloads = [f.payload_json or dumps(f.payload) for f in ordered]
     rows = [(pipeline, f.fact_key, f.kind, f.logical_key, f.status, f.payload_hash, pj,
              f.predecessor_key, batch_seq, generation_id, created)
-            for f, pj in zip(ordered, payloads)]
+            for f, pj in zip(ordered, payloads, strict=True)]
     cols = ", ".join(_FACT_COLUMNS)
     written: set[str] | None = None
     if conn.dialect.name == "sqlite":
@@ -278,13 +278,14 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
         if conn.dialect.name == "postgresql":
             # Fresh statistics for the stage so the planner probes the unique index per key.
             conn.exec_driver_sql(f"ANALYZE {_STAGE}")
-        for k, h in conn.exec_driver_sql(
-                f"SELECT f.fact_key, f.payload_hash FROM {_STAGE} s JOIN facts f "
-                "ON f.pipeline = s.pipeline AND f.fact_key = s.fact_key"):
+        found: Any = conn.exec_driver_sql(
+            f"SELECT f.fact_key, f.payload_hash FROM {_STAGE} s JOIN facts f "
+            "ON f.pipeline = s.pipeline AND f.fact_key = s.fact_key")
+        for k, h in found:
             if k not in written:
                 existing[k] = h
     view: dict[tuple[str, str], dict] = {}
-    for f, pj in zip(ordered, payloads):
+    for f, pj in zip(ordered, payloads, strict=True):
         if f.fact_key in written:
             res.written += 1
             view[(f.kind, f.logical_key)] = {"pipeline": pipeline, "kind": f.kind,
