@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export DO_NOT_TRACK := 1
 export PYTHONHASHSEED := 0
 
-.PHONY: setup demo test test-fast bench dev clean
+.PHONY: setup demo lint test test-fast bench dev clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,12 @@ setup: $(STAMP)
 
 demo: setup
 	$(PY) -m riskstream_tools.demo
+
+# ruff (style, imports, bugbear, pyupgrade) and mypy (strict on the pure core), as configured
+# in pyproject.toml.
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 tests

@@ -1,6 +1,6 @@
 """CLI commands that run Dagster jobs, registered into `riskstream` through the
-`riskstream.commands` entry point: `riskstream repair run` and `riskstream rebuild`. Dagster is imported only inside the
-command, so loading this module costs only click."""
+`riskstream.commands` entry point: `riskstream repair run` and `riskstream rebuild`. Dagster is
+imported only inside the command, so loading this module costs only click."""
 
 from __future__ import annotations
 

@@ -8,6 +8,8 @@ after) is kept in the warehouse when its dbt diff models are built, in `rebuild.
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 from sqlalchemy import select
@@ -44,7 +46,7 @@ def record_diff(con, generation_id: str) -> dict:
     counts = {k: sum(1 for c, _, _ in rows["pairs"] if c == k)
               for k in ("added", "retired", "revised")}
     totals = [dict(zip(("merchant", "payments_before", "matched_before", "amount_before",
-                        "payments_after", "matched_after", "amount_after"), t))
+                        "payments_after", "matched_after", "amount_after"), t, strict=True))
               for t in rows["totals"]]
     diff = {**counts, "totals": totals,
             "changes": [{"change": c, "payment_id": p, "signal_id": s}
@@ -77,7 +79,8 @@ def view_rows(store, con) -> list[dict]:
         status = "live" if g["status"] == "published" and g["generation_id"] in live else (
             "superseded" if g["status"] in ("published", "superseded") else "held")
         d = diffs.get(g["generation_id"], {})
-        tot = next((t for t in d.get("totals", []) if t["merchant"] == g["interval_key"]), {})
+        tot: dict[str, Any] = next(
+            (t for t in d.get("totals", []) if t["merchant"] == g["interval_key"]), {})
         entries = orjson.loads(g["entry_ids"]) if g["entry_ids"] else []
         why = g["reason"] or (f"settled queue entries {', '.join(map(str, entries))}"
                               if entries else "manual rebuild")

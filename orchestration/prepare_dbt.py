@@ -53,7 +53,8 @@ def prepare(force: bool = False) -> Path:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     path = prepare(force="--force" in argv)
-    print(f"dbt manifest ready: {path.relative_to(path.parents[2]) if len(path.parents) > 2 else path}")
+    shown = path.relative_to(path.parents[2]) if len(path.parents) > 2 else path
+    print(f"dbt manifest ready: {shown}")
     return 0
 
 

@@ -4,6 +4,9 @@ pipelines have pending work (for scripts, the demo and CI)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import logging
 import os
 from dataclasses import dataclass
 
@@ -17,6 +20,8 @@ from .jobs import rebuild_run_config
 from .resources import StoreResource, WarehouseResource, make_dbt_resource
 from .sensors import (entry_set_tags, pending_ledger_requests, pending_receipt_records,
                       work_run_key)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -59,7 +64,8 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
     res = resources_for(store_url, warehouse_path)
     store = res["store"].open()
     try:
-        sets = [(s, None, watermark_wait(store, s.entry_ids)) for s in entry_sets(store)]
+        sets: list[tuple[Any, str | None, str | None]] = [
+            (s, None, watermark_wait(store, s.entry_ids)) for s in entry_sets(store)]
         if retry_held:
             sets += [(h.entry_set(), "; ".join(h.reasons), watermark_wait(store, h.entry_ids))
                      for h in held_entry_sets(store)]
@@ -67,6 +73,8 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
         receipts = pending_receipt_records(store)
     finally:
         store.dispose()
+    log.info("pending work: %d join entry sets, %d ledger requests, %d receipt records",
+             len(sets), len(ledger), len(receipts))
     if not (sets or ledger or receipts):
         return []
     out = [RepairOutcome(s.run_key, s.merchant, s.queue_date, s.entry_ids, "", False,
@@ -89,6 +97,8 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
                 run_config=_console(log_level), instance=instance, raise_on_error=False,
                 tags={"dagster/run_key": key})
             out.append(RepairOutcome(key, "", "", [], result.run_id, result.success))
+            log.info("%s run %s (%s): %s", name, result.run_id, key,
+                     "succeeded" if result.success else "failed")
         for s, held in runnable:
             key = s.run_key + (":retry" if held else "")
             result = job.execute_in_process(
@@ -97,6 +107,8 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
                 tags={"dagster/run_key": key, **entry_set_tags(s)})
             out.append(RepairOutcome(key, s.merchant, s.queue_date, s.entry_ids,
                                      result.run_id, result.success, held_reason=held))
+            log.info("replay_rebuild run %s (%s, %s %s): %s", result.run_id, key, s.merchant,
+                     s.queue_date, "succeeded" if result.success else "failed")
     finally:
         if own:
             instance.dispose()

@@ -13,7 +13,7 @@ import sys
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from dagster import ConfigurableResource
 from dagster_dbt import DbtCliResource, DbtProject
@@ -41,7 +41,7 @@ def dbt_project() -> DbtProject:
 class StoreResource(ConfigurableResource):
     """The operational store (system of record)."""
 
-    url: Optional[str] = None
+    url: str | None = None
 
     def resolved_url(self) -> str:
         return self.url or os.environ.get("RISKSTREAM_STORE_URL", DEFAULT_STORE_URL)
@@ -64,7 +64,7 @@ class StoreResource(ConfigurableResource):
 class WarehouseResource(ConfigurableResource):
     """The DuckDB file dbt builds in; one process may hold it at a time."""
 
-    path: Optional[str] = None
+    path: str | None = None
 
     def resolved_path(self) -> str:
         p = warehouse_path(self.path)

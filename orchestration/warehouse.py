@@ -20,8 +20,9 @@ pool has a limit of 1)."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import orjson
 from sqlalchemy import literal_column, select, text
@@ -41,6 +42,8 @@ APPEND_ONLY = {
 REPLACED = ("replay_queue", "generations", "generation_pointers", "sink_exceptions",
             "gate_decisions")
 INGESTED = tuple(APPEND_ONLY) + REPLACED
+
+log = logging.getLogger(__name__)
 
 
 def _duck_type(col) -> str:
@@ -132,6 +135,7 @@ def ingest(store: Store, con) -> dict[str, int]:
         except Exception:
             con.execute("ROLLBACK")
             raise
+    log.debug("ingested from the %s store: %s", dialect, counts)
     return counts
 
 

@@ -72,8 +72,9 @@ def join_section(workdir: str) -> list[str]:
                      f"({q['reason']}, watermark at arrival "
                      f"{us_to_iso(q['watermark_at_arrival_us'])}, {q['status']})")
     m = store.last_metrics("join")
-    st = m["state"]
     ck = store.latest_checkpoint("join")
+    assert m is not None and ck is not None, "the demo's join run commits batches"
+    st = m["state"]
     lines.append(f"  watermarks: payment_wm {m['input_wm_iso']['payments']}, "
                  f"risk_wm {m['input_wm_iso']['risk_signals']}")
     peak = st["peak"]

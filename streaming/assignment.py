@@ -36,7 +36,7 @@ class Assignment:
     count: int = 1
 
     @classmethod
-    def parse(cls, text: str | None) -> "Assignment":
+    def parse(cls, text: str | None) -> Assignment:
         if text is None or text == "":
             return cls()
         m = _ASSIGNMENT_RE.match(text.strip())

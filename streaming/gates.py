@@ -140,6 +140,7 @@ def resolve(store: Store, blocker_id: str, decision: str, decided_by: str, reaso
                               f"--pipeline")
     b = matches[0]
     if not b.open:
+        assert b.decision is not None  # a resolved blocker carries its decision
         raise DecisionRefused(f"{blocker_id} was already resolved ({b.decision['decision']} by "
                               f"{b.decision['decided_by']} at {b.decision['decided_at']})")
     row = {"pipeline": b.pipeline, "blocker_id": blocker_id, "decision": decision,

@@ -8,7 +8,8 @@ the same rule in SQL for the warehouse; a test holds the two equal on the seed."
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 Row = dict[str, Any]
 

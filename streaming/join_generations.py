@@ -11,6 +11,8 @@ held with the reason; the last-good generation stays current."""
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy import and_, delete, select, update
 
 from .join_diff import diff_pairs
@@ -23,6 +25,8 @@ from .store import schema as S
 from .store import tables_generations as T
 from .store.ops import Store, dumps, loads, now_iso, upsert, write_facts
 from .timeutil import parse_utc_us
+
+log = logging.getLogger(__name__)
 
 
 class GenerationConflict(RuntimeError):
@@ -79,6 +83,7 @@ def mark_validated(store: Store, generation_id: str) -> None:
 def hold_entries(store: Store, entry_ids: list[int], generation_id: str | None,
                  reason: str) -> int:
     """A failed check: the entries wait with the reason; the candidate stays for inspection."""
+    log.warning("holding queue entries %s (generation %s): %s", entry_ids, generation_id, reason)
     q, g = S.replay_queue.c, S.generations.c
     with store.engine.begin() as conn:
         n = conn.execute(update(S.replay_queue).where(
@@ -171,6 +176,9 @@ def publish_generation(store: Store, cand: Candidate, pipeline: str = PIPELINE) 
             q.id.in_(cand.entry_ids), q.status.in_(("pending", "held")))
             .values(status="processed", status_reason=f"published in {gid}",
                     generation_id=gid)).rowcount
+    log.info("published generation %s for %s: %d pairs, %d corrected finals, %d entries "
+             "processed, pointer version %s", gid, cand.interval_key, len(cand.pairs),
+             len(corrected), settled, version)
     return {"generation_id": gid, "pairs_written": sink.written, "pairs": len(cand.pairs),
             "corrected_finals": [f.logical_key for f in corrected],
             "entries_processed": settled, "replaced": replaced, "pointer_version": version}

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import orjson
 from sqlalchemy import select
@@ -268,7 +269,8 @@ def duck_load(con, table: str, columns: dict[str, str], rows: Iterable[Iterable]
     try:
         with os.fdopen(fd, "wb") as fh:
             for row in rows:
-                fh.write(orjson.dumps(dict(zip(cols, row)), option=orjson.OPT_NON_STR_KEYS))
+                fh.write(orjson.dumps(dict(zip(cols, row, strict=True)),
+                                      option=orjson.OPT_NON_STR_KEYS))
                 fh.write(b"\n")
                 n += 1
         if n:

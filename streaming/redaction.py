@@ -14,7 +14,7 @@ from urllib.parse import quote, unquote
 MASK = "***"
 # Query parameters that carry a secret in some drivers' URLs (libpq accepts `password=`).
 SECRET_PARAMS = ("password", "pass", "passwd", "pwd", "secret", "token", "sslpassword")
-_SECRET_PARAM_RE = re.compile(r"(?i)([?&](?:%s)=)[^&#]*" % "|".join(SECRET_PARAMS))
+_SECRET_PARAM_RE = re.compile(r"(?i)([?&](?:" + "|".join(SECRET_PARAMS) + r")=)[^&#]*")
 # A location inside free text: scheme://, then anything up to whitespace or a quote.
 _URL_IN_TEXT_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
 
@@ -60,6 +60,7 @@ def connect_url(url: str) -> str:
     if parts is None or parts[1] is None:
         return url
     scheme, userinfo, rest = parts
+    assert userinfo is not None  # checked above
     user, colon, password = userinfo.partition(":")
     enc = quote(unquote(user), safe="")
     if colon:

@@ -7,7 +7,8 @@ hot key and the state peak are observable without walking the state."""
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import Any, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 
 class TimeIndex:
@@ -89,7 +90,7 @@ class KeyedSide:
             return iter(())
         return idx.range(lo, hi)
 
-    def pop_before(self, key: str, bound: int, size_of) -> list[Any]:
+    def pop_before(self, key: str, bound: int, size_of: Callable[[Any], int]) -> list[Any]:
         idx = self.keys.get(key)
         if idx is None:
             return []

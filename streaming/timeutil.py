@@ -5,7 +5,8 @@ the edges (contracts in, facts out)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from typing import overload
 
 US_PER_S = 1_000_000
 US_PER_MIN = 60 * US_PER_S
@@ -16,7 +17,7 @@ US_PER_DAY = 24 * US_PER_HOUR
 NEG_INF = -(2**62)
 POS_INF = 2**62
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class TimeFormatError(ValueError):
@@ -50,6 +51,10 @@ def us_to_dt(us: int) -> datetime:
 _DAY_CACHE: dict[int, str] = {}
 
 
+@overload
+def us_to_iso(us: int) -> str: ...
+@overload
+def us_to_iso(us: None) -> None: ...
 def us_to_iso(us: int | None) -> str | None:
     """Render microseconds as ISO-8601 UTC with a trailing Z (seconds precision when exact).
 

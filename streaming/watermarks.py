@@ -9,6 +9,7 @@ quiet for `idle_after` of source time; it rejoins on its next record."""
 
 from __future__ import annotations
 
+from typing import Any
 from .timeutil import NEG_INF, POS_INF
 
 
@@ -78,13 +79,14 @@ class InputWatermark:
             return True
         return False
 
-    def snapshot(self) -> dict:
-        return {"topic": self.topic, "lateness_us": self.lateness_us, "max_event": list(self.max_event),
+    def snapshot(self) -> dict[str, Any]:
+        return {"topic": self.topic, "lateness_us": self.lateness_us,
+                "max_event": list(self.max_event),
                 "idle": list(self.idle), "last_arrival": list(self.last_arrival), "wm": self.wm,
                 "ended": self.ended}
 
     @classmethod
-    def restore(cls, snap: dict) -> "InputWatermark":
+    def restore(cls, snap: dict[str, Any]) -> InputWatermark:
         w = cls(snap["topic"], len(snap["max_event"]), snap["lateness_us"])
         w.max_event = list(snap["max_event"])
         w.idle = list(snap["idle"])

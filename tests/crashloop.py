@@ -12,9 +12,9 @@ For each pipeline (join, ledger, receipts) the harness
 4. starts it once more, waits until it has consumed every published record, stops it with
    SIGTERM, and finalizes with `run --follow --end-of-stream`;
 5. compares: current rows missing from or differing with the reference (for receipts, all but
-   the watermark a decision was scored at, which depends on the interleaving consumed), current rows the
-   reference does not have, fact rows beyond the reference's (repeats), sink exceptions, and
-   whether accounting closes over every partition with every record read once.
+   the watermark a decision was scored at, which depends on the interleaving consumed), current
+   rows the reference does not have, fact rows beyond the reference's (repeats), sink
+   exceptions, and whether accounting closes over every partition with every record read once.
 
 Run alone: `python -m tests.crashloop --kills 30 [--seed N] [--store postgresql://...]`
 (without --store a fresh database is created on the test PostgreSQL and dropped at the end).
@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from tests.followutil import (cli, comparable, consumed, current_rows, fact_rows, new_stream_url,
+from tests.followutil import (cli, comparable, current_rows, fact_rows, new_stream_url,
                               publish, recording_positions, sink_positions, split_recording,
                               start_follow, stop, wait_consumed)
 
@@ -197,7 +197,8 @@ def crash_loop(kills: int, store_url: str, seed: int = 1, pipelines=PIPELINES,
     try:
         share = [kills // len(pipelines) + (1 if i < kills % len(pipelines) else 0)
                  for i in range(len(pipelines))]
-        return [run_pipeline(p, n, store_url, work, rng, log) for p, n in zip(pipelines, share)]
+        return [run_pipeline(p, n, store_url, work, rng, log)
+                for p, n in zip(pipelines, share, strict=True)]
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

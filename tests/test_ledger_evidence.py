@@ -141,4 +141,4 @@ def test_crash_replay_transcript_and_sink_idempotency(packet):
     assert len(crash_facts) == c["facts"]["uninterrupted"]
     md = open(os.path.join(out, "evidence.md"), encoding="utf-8").read()
     assert f"no-op {c['rerun_noop']}, rejected 0" in md
-    assert f"$ riskstream ledger run --source" in md and "(exit 137)" in md
+    assert "$ riskstream ledger run --source" in md and "(exit 137)" in md

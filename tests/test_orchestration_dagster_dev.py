@@ -63,7 +63,8 @@ LOCATIONS = """{ workspaceOrError { ... on Workspace { locationEntries {
 LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
   __typename ... on LaunchRunSuccess { run { runId } }
   ... on PythonError { message } ... on RunConfigValidationInvalid { errors { message } } } }"""
-STATUS = """query($id: ID!) { runOrError(runId: $id) { ... on Run { status tags { key value } } } }"""
+STATUS = ("""query($id: ID!) { runOrError(runId: $id) { ... on Run { status tags { key value } """
+          """} } }""")
 EVENTS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
   __typename ... on MessageEvent { timestamp stepKey } } } } }"""
 FAILURE = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {

@@ -3,8 +3,6 @@ lines and the store connection itself."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 

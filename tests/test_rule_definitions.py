@@ -83,7 +83,7 @@ def test_dbt_accounting_equals_store_accounting(warehouse):
     with duckdb.connect(path, read_only=True) as con:
         cols = ["pipeline", "topic", "partition_no", "first_offset", "last_offset", "read",
                 *BUCKETS, "closes"]
-        dbt_rows = [dict(zip(cols, r)) for r in con.execute(
+        dbt_rows = [dict(zip(cols, r, strict=True)) for r in con.execute(
             f"SELECT {', '.join(cols)} FROM main.rec_source_ranges "
             "ORDER BY pipeline, topic, partition_no").fetchall()]
     py_rows = []

@@ -64,7 +64,8 @@ def test_payload_hash_ignores_arrival_time():
             "amount_cents": 5, "event_time": "2026-10-06T10:00:00Z"}
     a = validate(PAYMENT, {**base, "arrival_time": "2026-10-06T10:00:01Z"}, 0, 0, 1)
     b = validate(PAYMENT, {**base, "arrival_time": "2026-10-06T11:00:00Z"}, 0, 1, 1)
-    c = validate(PAYMENT, {**base, "amount_cents": 6, "arrival_time": "2026-10-06T10:00:01Z"}, 0, 2, 1)
+    c = validate(PAYMENT, {**base, "amount_cents": 6, "arrival_time": "2026-10-06T10:00:01Z"},
+                 0, 2, 1)
     assert a.payload_hash == b.payload_hash != c.payload_hash
 
 

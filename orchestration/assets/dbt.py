@@ -10,7 +10,8 @@ fails the entry set is held with the failed checks as the reason, the live gener
 the step fails with a one-line explanation (no publication)."""
 
 
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any
+from collections.abc import Iterator, Mapping
 
 from dagster import (AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext,
                      AssetKey, AssetMaterialization, Failure, MetadataValue)
@@ -44,7 +45,7 @@ class RiskstreamTranslator(DagsterDbtTranslator):
             return AssetKey([dbt_resource_props["source_name"], dbt_resource_props["name"]])
         return super().get_asset_key(dbt_resource_props)
 
-    def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> Optional[str]:
+    def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
         tags = dbt_resource_props.get("tags") or []
         return "rebuild" if "diff" in tags else "reconciliation"
 
@@ -53,7 +54,7 @@ class RiskstreamTranslator(DagsterDbtTranslator):
             f"dbt {dbt_resource_props['resource_type']} {dbt_resource_props['name']}")
 
     def get_asset_check_spec(self, asset_spec, manifest, unique_id, project
-                             ) -> Optional[AssetCheckSpec]:
+                             ) -> AssetCheckSpec | None:
         spec = default_asset_check_fn(manifest=manifest, dagster_dbt_translator=self,
                                       asset_key=asset_spec.key, test_unique_id=unique_id,
                                       project=project)
@@ -108,13 +109,13 @@ def failing_rows(con, run_results: Mapping[str, Any]) -> dict[str, list[dict]]:
         cols = [d[0] for d in cur.description]
         out[test_name(r["unique_id"])] = [
             {c: (v if isinstance(v, (int, float, bool)) or v is None else str(v))
-             for c, v in zip(cols, row)} for row in cur.fetchall()]
+             for c, v in zip(cols, row, strict=True)} for row in cur.fetchall()]
     return out
 
 
 def explain_check(result: AssetCheckResult, rows: Mapping[str, list[dict]]) -> AssetCheckResult:
     """A failing check with its failing rows (first 20) and a one-line description."""
-    if result.passed or result.check_name not in rows:
+    if result.passed or result.check_name is None or result.check_name not in rows:
         return result
     failing = rows[result.check_name]
     count = result.metadata.get("dagster_dbt/failed_row_count")
@@ -124,8 +125,9 @@ def explain_check(result: AssetCheckResult, rows: Mapping[str, list[dict]]) -> A
     kind = "blocks publication" if result.severity == AssetCheckSeverity.ERROR else "warning"
     return result._replace(
         metadata={**result.metadata, "failing_rows": shown,
-                  "failing_rows_shown": len(failing)},
-        description=f"{result.check_name} failed ({kind}) on {count if count is not None else len(failing)} "
+                  "failing_rows_shown": MetadataValue.int(len(failing))},
+        description=f"{result.check_name} failed ({kind}) on "
+                    f"{count if count is not None else len(failing)} "
                     f"row(s): {first}")
 
 

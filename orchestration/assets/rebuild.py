@@ -5,6 +5,8 @@ The rebuild assets are not partitioned: a generation is identified by (merchant,
 which a run carries as tags (`riskstream/merchant`, `riskstream/interval`,
 `riskstream/generation`) and which the `live_generations` table lists, live and held."""
 
+from typing import Any
+
 
 from dagster import (AssetExecutionContext, AssetMaterialization, AssetSpec, Config, Failure,
                      MaterializeResult, MetadataValue, asset, multi_asset)
@@ -80,8 +82,9 @@ def candidate_generation(context: AssetExecutionContext, config: RebuildConfig,
         TAG_MERCHANT: merchant, TAG_INTERVAL: interval, TAG_GENERATION: cand.generation_id,
         TAG_ENTRY_IDS: ",".join(map(str, cand.entry_ids)) or "none"})
     diff = pair_diff(cand)
-    common = {"generation_id": cand.generation_id, "merchant": merchant, "interval": interval}
-    per_table = {
+    common: dict[str, Any] = {"generation_id": cand.generation_id, "merchant": merchant,
+                              "interval": interval}
+    per_table: dict[str, dict[str, Any]] = {
         "cand_pairs": {"rows": len(cand.pairs), "pairs_added": len(diff["added"]),
                        "pairs_retired": len(diff["retired"]),
                        "pairs_revised": len(diff["revised"])},

@@ -26,9 +26,10 @@ def _free_port() -> int:
 
 class PrivatePostgres:
     def __init__(self) -> None:
-        self.initdb, self.pg_ctl = _bin("initdb"), _bin("pg_ctl")
-        if not self.initdb or not self.pg_ctl:
+        initdb, pg_ctl = _bin("initdb"), _bin("pg_ctl")
+        if not initdb or not pg_ctl:
             raise RuntimeError("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+        self.initdb, self.pg_ctl = initdb, pg_ctl
         self.root = tempfile.mkdtemp(prefix="rs-pg-")
         self.data = os.path.join(self.root, "data")
         self.port = _free_port()

@@ -21,6 +21,8 @@ outputs from the raw log (decoding included)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import gc
 import json
 import os
@@ -94,7 +96,7 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _run_worker(spec, settings, url: str) -> tuple[object, float, dict, float]:
+def _run_worker(spec, settings, url: str) -> tuple[Any, float, dict, float]:
     """Run the worker; (result, wall seconds, stage seconds, peak RSS MiB right after)."""
     from streaming.host.loop import Worker
     from streaming.store.ops import Store

@@ -16,12 +16,15 @@ from .workloads import join_generate, ledger_generate, receipts_generate
 
 
 def register(cli: click.Group) -> None:
-    groups = cli.commands
-    groups["join"].add_command(join_generate)
-    groups["join"].add_command(join_evidence)
-    groups["ledger"].add_command(ledger_generate)
-    groups["ledger"].add_command(ledger_evidence)
-    groups["receipts"].add_command(receipts_generate)
-    groups["receipts"].add_command(incident)
-    groups["receipts"].add_command(reference_check)
+    def group(name: str) -> click.Group:
+        g = cli.commands[name]
+        assert isinstance(g, click.Group), f"riskstream {name} is not a command group"
+        return g
+    group("join").add_command(join_generate)
+    group("join").add_command(join_evidence)
+    group("ledger").add_command(ledger_generate)
+    group("ledger").add_command(ledger_evidence)
+    group("receipts").add_command(receipts_generate)
+    group("receipts").add_command(incident)
+    group("receipts").add_command(reference_check)
     cli.add_command(bench)

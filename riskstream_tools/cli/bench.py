@@ -34,7 +34,7 @@ def print_table(results: list[dict], path: str, console: Console) -> None:
     for col, just in (("scenario", "left"), ("events", "right"), ("seconds", "right"),
                       ("events/s", "right"), ("reference/s", "right"), ("ratio", "right"),
                       ("peak RSS MiB", "right"), ("equal", "center"), ("stages (s)", "left")):
-        table.add_column(col, justify=just)
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in results:
         if "skipped" in r:
             table.add_row(r["scenario"], _fmt(r["events"]), "-", "-", "-", "-", "-",

@@ -136,6 +136,6 @@ def run_evidence(src: str, out: str, store_dir: str | None = None,
     evidence["packet"]["timings_s"] = timings
     with open(os.path.join(out, "evidence.json"), "wb") as fh:
         fh.write(orjson.dumps(evidence, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
-    with open(os.path.join(out, "evidence.md"), "w", encoding="utf-8") as fh:
-        fh.write(render(evidence))
+    with open(os.path.join(out, "evidence.md"), "w", encoding="utf-8") as md:
+        md.write(render(evidence))
     return evidence

@@ -4,6 +4,8 @@ the full lists where the page shows a sample."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import orjson
 
 from .markdown import table as _table
@@ -101,7 +103,7 @@ def _idle(i: dict) -> list[str]:
     sd, si = i["series"]["default"], i["series"]["idle_after"]
     rows = [[a["clock"], a["state_records"], b["state_records"],
              ",".join(map(str, b["idle_risk_partitions"]))]
-            for a, b in list(zip(sd, si))[::10] if not a["end_of_stream"]]
+            for a, b in list(zip(sd, si, strict=False))[::10] if not a["end_of_stream"]]
     lines += _table(["clock", "default records", "idle_after records",
                      "idle risk partitions (idle_after)"], rows)
     return lines
@@ -272,7 +274,8 @@ def _rebuild(r: dict) -> list[str]:
     return lines
 
 
-RENDER = {"endpoints": _endpoints, "asymmetric_arrival": _arrival, "idle_partition": _idle,
+RENDER: dict[str, Callable[[dict], list[str]]] = {
+          "endpoints": _endpoints, "asymmetric_arrival": _arrival, "idle_partition": _idle,
           "hot_key": _hot, "checkpoint": _checkpoint, "crash_replay": _crash,
           "provisional_retractions": _retractions, "ttl": _ttl, "replay_queue": _queue,
           "accounting": _accounting, "historical_rebuild": _rebuild}

@@ -5,7 +5,7 @@ worker's clock, the arrival time of the record being read) across, event time up
 from __future__ import annotations
 
 import os
-from datetime import timezone
+from datetime import UTC
 
 from streaming.timeutil import parse_utc_us, us_to_dt
 
@@ -32,10 +32,10 @@ def _figure(rows: int, title: str):
 
 def _time_axis(ax, which: str = "x") -> None:
     from matplotlib.dates import DateFormatter, MinuteLocator
-    fmt = DateFormatter("%H:%M", tz=timezone.utc)
+    fmt = DateFormatter("%H:%M", tz=UTC)
     axis = ax.xaxis if which == "x" else ax.yaxis
     axis.set_major_formatter(fmt)
-    axis.set_major_locator(MinuteLocator(byminute=[0, 30], tz=timezone.utc))
+    axis.set_major_locator(MinuteLocator(byminute=[0, 30], tz=UTC))
 
 
 def _live(series: list[dict]) -> list[dict]:

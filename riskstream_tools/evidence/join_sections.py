@@ -209,7 +209,7 @@ def idleness_decisions(store: Store) -> list[dict]:
 def _held_spans(series: list[dict]) -> list[dict]:
     """Stretches of source time over which risk_wm stood still while the clock advanced."""
     spans, start = [], None
-    for a, b in zip(series, series[1:]):
+    for a, b in zip(series, series[1:], strict=False):
         if b["end_of_stream"]:
             break
         same = a["risk_wm_us"] == b["risk_wm_us"]

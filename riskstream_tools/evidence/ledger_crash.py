@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from typing import Any
 
 from streaming.host.crash import CRASH_EXIT_CODE
 from streaming.store.ops import Store, loads
@@ -60,9 +61,9 @@ def pick_crash_batch(base: Store) -> tuple[int, int, int]:
             ckpt_after.add(entry["seq"])
             since = 0
     for k in sorted(per_batch):
-        before = [c for c in ckpt_after if c < k]
-        if before and k not in ckpt_after:
-            return k, max(before), per_batch[k]
+        earlier = [c for c in ckpt_after if c < k]
+        if earlier and k not in ckpt_after:
+            return k, max(earlier), per_batch[k]
     raise RuntimeError("no batch with facts lies between two checkpoints; use a longer log")
 
 
@@ -84,7 +85,7 @@ def crash_section(src: str, store_dir: str) -> dict:
     crashed = _run(_args(src, crash_url) + ["--crash-at", f"after-sink-write:{k}"])
     store = Store(crash_url)
     try:
-        before = {"checkpoints": _checkpoints(store), "journal_seq":
+        before: dict[str, Any] = {"checkpoints": _checkpoints(store), "journal_seq":
                   store.last_journal_seq(PIPELINE), "facts": len(_facts(store))}
     finally:
         store.dispose()

@@ -72,7 +72,8 @@ def render(ev: dict) -> str:
           f"(journal {c['checkpointed_batch']}), replayed {c['rerun_replayed_batches']} "
           f"batch(es) from the journal and wrote the crashed batch's facts again: **no-op "
           f"{c['rerun_noop']}, rejected {c['rerun_rejected']}**, {c['sink_exceptions']} sink "
-          f"exceptions; the fact set {'equals' if c['fact_set_equals_uninterrupted'] else 'DIFFERS FROM'}"
+          f"exceptions; the fact set "
+          f"{'equals' if c['fact_set_equals_uninterrupted'] else 'DIFFERS FROM'}"
           f" the uninterrupted run's ({c['facts']['after_rerun']} vs "
           f"{c['facts']['uninterrupted']} facts).", "",
           "Checkpoints before the rerun: " + ", ".join(

@@ -9,6 +9,7 @@ revisions.png      the revision history of the scenario's named account-hours: t
 from __future__ import annotations
 
 import os
+from datetime import UTC
 
 from streaming.timeutil import parse_utc_us
 
@@ -21,11 +22,10 @@ STATUS_COLORS = {"provisional": "#95a5a6", "revised": "#2471a3", "final": "#8e44
 
 def _seconds_axis(ax) -> None:
     # The pressure run spans minutes: seconds matter on this axis.
-    from datetime import timezone
 
     from matplotlib.dates import AutoDateLocator, DateFormatter
-    ax.xaxis.set_major_locator(AutoDateLocator(tz=timezone.utc, minticks=6, maxticks=12))
-    ax.xaxis.set_major_formatter(DateFormatter("%H:%M:%S", tz=timezone.utc))
+    ax.xaxis.set_major_locator(AutoDateLocator(tz=UTC, minticks=6, maxticks=12))
+    ax.xaxis.set_major_formatter(DateFormatter("%H:%M:%S", tz=UTC))
 
 
 def _phases(ax, report: dict, start, end, label: bool) -> None:
@@ -101,14 +101,14 @@ def revisions(path: str, rows: list[dict], named: list[str]) -> dict:
     # Not shared: each account-hour has its own number of revisions.
     axes = fig.subplots(n, 1, squeeze=False)[:, 0]
     fig.suptitle("Revision history of the scenario's named account-hours", fontsize=13)
-    for ax, window in zip(axes, named):
+    for ax, window in zip(axes, named, strict=True):
         account, hour = window.split("|", 1)
         hist = [r for r in rows if r["account_id"] == account and r["event_hour"] == hour]
         revs = [r["revision"] for r in hist]
         totals = [r["total_cents"] / 100 for r in hist]
         bars = ax.bar(revs, totals, width=0.6,
                       color=[STATUS_COLORS.get(r["status"], "#7f8c8d") for r in hist])
-        for bar, r in zip(bars, hist):
+        for bar, r in zip(bars, hist, strict=True):
             ax.annotate(f"{r['status']}\n${r['total_cents'] / 100:,.2f}, "
                         f"{r['payment_count']} pay",
                         (bar.get_x() + bar.get_width() / 2, bar.get_height()),

@@ -14,7 +14,7 @@ size sets the resolution of backlog.png)."""
 from __future__ import annotations
 
 import os
-from datetime import timezone
+from datetime import UTC
 
 from streaming.operators.receipts import PIPELINE, TOLERANCE_US
 from streaming.pipelines.receipts_release import receipts_seen
@@ -32,8 +32,8 @@ WM_COLOR = "#2471a3"
 def _axis(ax, which: str = "x") -> None:
     from matplotlib.dates import DateFormatter, MinuteLocator
     axis = ax.xaxis if which == "x" else ax.yaxis
-    axis.set_major_locator(MinuteLocator(byminute=[0, 15, 30, 45], tz=timezone.utc))
-    axis.set_major_formatter(DateFormatter("%H:%M", tz=timezone.utc))
+    axis.set_major_locator(MinuteLocator(byminute=[0, 15, 30, 45], tz=UTC))
+    axis.set_major_formatter(DateFormatter("%H:%M", tz=UTC))
 
 
 def first_uploads(store: Store) -> tuple[list[dict], dict]:
@@ -125,7 +125,7 @@ def incident_timeline(path: str, uploads: list[dict], found: list[dict]) -> dict
     for p in shards:
         ax_lag.axhline((normal[p] + HELD_LAG_US) / US_PER_MIN, color="#555", ls="--", lw=1,
                        label=f"p{p}: normal lag {normal[p] / 1e6:.0f}s + 3 min = held threshold")
-    for k, d in enumerate(found):
+    for d in found:
         ax_lag.axvspan(naive_utc(parse_utc_us(d["offline_from"])),
                        naive_utc(parse_utc_us(d["reconnected_at"])), color=HELD_COLOR, alpha=0.12,
                        label=f"{d['store_id']} offline {d['offline_from'][11:19]}.."
@@ -197,9 +197,9 @@ def backlog(path: str, uploads: list[dict], trace: list[dict], found: list[dict]
         ax_z.set_title(f"the surge up close: {us_to_iso(lo)[11:16]}..{us_to_iso(hi)[11:16]}",
                        fontsize=10)
         from matplotlib.dates import DateFormatter, MinuteLocator
-        ax_z.xaxis.set_major_locator(MinuteLocator(byminute=range(0, 60, 2), tz=timezone.utc))
-        ax_z.xaxis.set_major_formatter(DateFormatter("%H:%M", tz=timezone.utc))
-        ax_z.yaxis.set_major_locator(MinuteLocator(byminute=range(0, 60, 10), tz=timezone.utc))
+        ax_z.xaxis.set_major_locator(MinuteLocator(byminute=range(0, 60, 2), tz=UTC))
+        ax_z.xaxis.set_major_formatter(DateFormatter("%H:%M", tz=UTC))
+        ax_z.yaxis.set_major_locator(MinuteLocator(byminute=range(0, 60, 10), tz=UTC))
         ax_z.set_xlabel("worker clock (UTC): upload time of the record being read")
     else:
         ax_z.set_visible(False)
@@ -228,7 +228,8 @@ def backlog(path: str, uploads: list[dict], trace: list[dict], found: list[dict]
     ax_p.set_ylim(bottom=0)
     peak = max(trace, key=lambda p: p["lag_s"] or 0) if trace else None
     ax_l.set_title(f"largest lag {peak['lag_s'] / 60:.1f} min at "
-                   f"{us_to_iso(peak['clock_us'])[11:19]}; {len(trace)} committed batches (one snapshot each)" if peak else
+                   f"{us_to_iso(peak['clock_us'])[11:19]}; {len(trace)} committed batches "
+                   f"(one snapshot each)" if peak else
                    "no metrics snapshot with a finite watermark", fontsize=10)
     _axis(ax_p)
     day = us_to_iso(trace[0]["clock_us"])[:10] if trace else ""

@@ -20,8 +20,7 @@ from sqlalchemy import func, select
 
 from streaming.models.pins import pin_history
 from streaming.operators.receipts import PIPELINE
-from streaming.pipelines.receipts_release import (active, decision_facts, receipts_seen,
-                                                  release_gate)
+from streaming.pipelines.receipts_release import active, decision_facts, receipts_seen, release_gate
 from streaming.store import schema as S
 from streaming.store.ops import Store, loads
 from streaming.timeutil import US_PER_MIN, us_to_iso
@@ -52,7 +51,8 @@ def disconnects(seen: dict[str, dict]) -> list[dict]:
         base = normal[part_of[store_id]]
         run: list[tuple] = []
         last_online = None
-        for ev, arr, lag, rid in items + [(None, None, None, None)]:
+        closed: list = [*items, (None, None, None, None)]  # the sentinel closes the last run
+        for ev, arr, lag, rid in closed:
             held = ev is not None and lag - base > HELD_LAG_US
             if held:
                 run.append((ev, arr, lag, rid))
@@ -174,7 +174,7 @@ def incident_packet(store: Store) -> dict:
 
 
 def render_text(p: dict) -> str:
-    L = [f"Incident packet: receipt scorer", ""]
+    L = ["Incident packet: receipt scorer", ""]
     L.append(f"Release gate: {p['release_gate']['result']} (live {p['release_gate']['live']}, "
              f"repaired {p['release_gate']['repaired']})")
     if p["release_gate"]["hold_reason"]:

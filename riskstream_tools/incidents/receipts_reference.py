@@ -1,13 +1,16 @@
 """The receipt scorer compared with its occurrence-order reference, from the store alone.
 
-The reference (`riskstream_tools.references.receipts.reference_decisions`) scores every receipt in one batch
-pass in occurrence order with the pinned model: no watermark, no sink, no checkpoint. The
-receipts are the valid ones the scorer read (first upload of each, from the archive), the model
-is the latest pin the store holds. Each active decision must equal its reference on features,
-score, decision and model revision; a receipt without an active decision is missing, a decision
-for a receipt the reference does not know is extra. Nothing to compare is not a match."""
+The reference (`riskstream_tools.references.receipts.reference_decisions`) scores every receipt
+in one batch pass in occurrence order with the pinned model: no watermark, no sink, no
+checkpoint. The receipts are the valid ones the scorer read (first upload of each, from the
+archive), the model is the latest pin the store holds. Each active decision must equal its
+reference on features, score, decision and model revision; a receipt without an active decision
+is missing, a decision for a receipt the reference does not know is extra. Nothing to compare
+is not a match."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlalchemy import select
 
@@ -37,7 +40,7 @@ def reference_check(store: Store) -> dict:
     pin = latest_pin(store, PIPELINE)
     receipts = _receipts_read(store)
     decisions = {f["receipt_id"]: f for f in active(decision_facts(store))}
-    out = {"model_revision": pin[1].revision if pin else None, "receipts": 0,
+    out: dict[str, Any] = {"model_revision": pin[1].revision if pin else None, "receipts": 0,
            "decisions": len(decisions), "equal": 0, "differ": [], "missing": [], "extra": []}
     if pin is None or not receipts:
         out["result"] = "nothing-to-compare"

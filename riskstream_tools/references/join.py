@@ -41,12 +41,12 @@ def fast_candidate_pairs(payment_events: dict, risk_events: dict) -> set[tuple[s
     times = {m: [s for s, _ in v] for m, v in by_merchant.items()}
     out = set()
     for pid, (m, t) in payment_events.items():
-        v = by_merchant.get(m)
-        if not v:
+        signals = by_merchant.get(m)
+        if not signals:
             continue
         ts = times[m]
         i = bisect_left(ts, t - lower)
         j = bisect_right(ts, t + upper)
         for x in range(i, j):
-            out.add((pid, v[x][1]))
+            out.add((pid, signals[x][1]))
     return out

@@ -15,7 +15,7 @@ from streaming.timeutil import US_PER_HOUR
 
 def ledger_snapshot(records):
     seen = set()
-    totals = {}
+    totals: dict = {}
     for row in records:
         if row["id"] in seen:
             continue

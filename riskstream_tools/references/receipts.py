@@ -26,8 +26,8 @@ def dedupe(receipts: list[dict]) -> list[dict]:
 def reference_features(receipts: list[dict]) -> dict[str, tuple[int, int]]:
     """receipt_id -> (feature_count_7m, feature_amount_7m) at each receipt's state cutoff."""
     window = 7 * US_PER_MIN
-    rows = sorted(((parse_utc_us(r["occurred_at"]), r["receipt_id"], r["merchant_id"],
-                    r["amount_cents"]) for r in dedupe(receipts)))
+    rows = sorted((parse_utc_us(r["occurred_at"]), r["receipt_id"], r["merchant_id"],
+                    r["amount_cents"]) for r in dedupe(receipts))
     out: dict[str, tuple[int, int]] = {}
     recent: dict[str, deque] = {}  # merchant -> (t, amount) with t in [t_now - 7 min, ...)
     sums: dict[str, int] = {}

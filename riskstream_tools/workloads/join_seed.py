@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import random
 import zlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 
@@ -28,7 +28,7 @@ from streaming.timeutil import iso
 
 from .recording import Recording
 
-T0 = datetime(2026, 10, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 10, 6, 9, 0, tzinfo=UTC)
 HOT = "merchant-29"
 IDLE_MERCHANT = "merchant-61"
 PAY_DELAY = {0: timedelta(0), 1: timedelta(minutes=10)}

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import random
 import zlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 
@@ -36,7 +36,7 @@ from streaming.timeutil import iso
 
 from .recording import Recording
 
-DAY = datetime(2026, 10, 6, tzinfo=timezone.utc)
+DAY = datetime(2026, 10, 6, tzinfo=UTC)
 BACKGROUND_START = DAY + timedelta(hours=9)
 BACKGROUND_END = DAY + timedelta(hours=14, minutes=30)
 BACKGROUND_MERCHANTS = {f"merch-{i}": (cat, risk) for i, (cat, risk) in enumerate(

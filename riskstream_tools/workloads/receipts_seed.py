@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 
 from streaming.timeutil import iso
 
-T0 = datetime(2026, 10, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 10, 6, 9, 0, tzinfo=UTC)
 SPAN_MIN = 120
 SHARDS = 4
 MERCHANTS = 8
@@ -78,13 +78,14 @@ def generate(seed: int, out_dir: str, n: int = 470, partition_delay_min: float =
         uploaded = occurred + timedelta(seconds=rng.uniform(5, 90))
         if store_shard(store) == DELAYED_SHARD:
             uploaded += delay
-        if (offline and store == OFFLINE_STORE
+        if (offline and reconnect is not None and store == OFFLINE_STORE
                 and T0 + timedelta(minutes=offline[0]) <= occurred < reconnect):
             # Held on the handheld; sent in occurrence order once the store reconnects.
             offline_ids.append(f"receipt-{i:04d}")
         rec = receipt(f"receipt-{i:04d}", store, merchant, _amount(rng), occurred, uploaded)
         originals.append(rec)
     if offline_ids:
+        assert reconnect is not None  # only an offline period holds receipts
         held = sorted((r for r in originals if r["receipt_id"] in set(offline_ids)),
                       key=lambda r: r["occurred_at"])
         for r in held:
@@ -122,7 +123,7 @@ def generate(seed: int, out_dir: str, n: int = 470, partition_delay_min: float =
         "delayed_partition": DELAYED_SHARD, "partition_delay_min": partition_delay_min,
         "offline_store": OFFLINE_STORE if offline else None,
         "offline_period": ([iso(T0 + timedelta(minutes=offline[0])), iso(reconnect)]
-                           if offline else None),
+                           if offline and reconnect is not None else None),
         "offline_ids": sorted(offline_ids),
         "shards": SHARDS, "merchants": MERCHANTS,
     }

@@ -8,11 +8,15 @@ import io
 import os
 import sys
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 import orjson
 
 from ..store.ops import DEFAULT_STORE_URL
+
+if TYPE_CHECKING:
+    from ..store.ops import Store
 
 # A source that cannot be opened (missing, unreachable, malformed) ends a run with this code.
 SOURCE_UNAVAILABLE_EXIT = 5
@@ -129,7 +133,7 @@ def progress_bar(label: str, enabled: bool | None = None):
         yield update
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
 

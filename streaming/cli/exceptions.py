@@ -55,6 +55,7 @@ def resolve_blocker(store_url, blocker_id, decision, decided_by, reason, pipelin
     if as_json:
         echo_json(b.as_dict())
         return
+    assert b.decision is not None  # resolve() returns the blocker with its decision
     click.echo(f"resolved {b.blocker_id} ({b.pipeline} {b.kind}): {decision} by "
                f"{b.decision['decided_by']} at {b.decision['decided_at']}")
 

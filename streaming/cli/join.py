@@ -79,7 +79,8 @@ def run(source, store_url, checkpoint_every, batch_size, crash_at, idle_after, t
         f"join run: {res.records} records in {res.batches} batches "
         f"({res.replayed_batches} replayed from the journal"
         f"{', restored from checkpoint ' + str(res.restored_from) if res.restored_from else ''}); "
-        f"facts written {res.facts_written}, no-op {res.facts_noop}, rejected {res.facts_rejected}; "
+        f"facts written {res.facts_written}, no-op {res.facts_noop}, "
+        f"rejected {res.facts_rejected}; "
         f"checkpoints {res.checkpoints}; {res.elapsed_s:.2f}s "
         f"({res.records / res.elapsed_s if res.elapsed_s else 0:,.0f} records/s)")
     click.echo(

@@ -17,6 +17,7 @@ import hashlib
 import operator
 import typing
 from datetime import datetime, timedelta, timezone
+from typing import Any, cast
 
 import msgspec
 import orjson
@@ -54,10 +55,10 @@ class Record(msgspec.Struct, gc=False):
     key: str
     event_us: int
     arrival_us: int
-    payload: dict  # canonical business fields (times as canonical ISO strings)
+    payload: dict[str, Any]  # canonical business fields (times as canonical ISO strings)
     payload_hash: str  # blake2b-128 of payload_bytes
     size: int  # bytes of the source line, used for state-bytes accounting
-    times: dict = msgspec.field(default_factory=dict)  # every time field, µs (or None)
+    times: dict[str, Any] = msgspec.field(default_factory=dict)  # every time field, µs (or None)
     payload_bytes: bytes | None = None  # the canonical JSON the hash was taken over
 
     @property
@@ -74,19 +75,19 @@ class InvalidRecord(Exception):
         self.detail = detail
 
 
-def payload_hash(payload: dict) -> str:
+def payload_hash(payload: dict[str, Any]) -> str:
     """Hash of a business payload: canonical JSON (sorted keys), blake2b-128."""
     return hashlib.blake2b(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS),
                            digest_size=16).hexdigest()
 
 
-def canonical_hash(payload: dict) -> tuple[str, str]:
+def canonical_hash(payload: dict[str, Any]) -> tuple[str, str]:
     """(canonical JSON, its hash): the same bytes are hashed and stored, so they cannot drift."""
     raw = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
     return raw.decode(), hashlib.blake2b(raw, digest_size=16).hexdigest()
 
 
-def parse_line(line: bytes | str) -> dict:
+def parse_line(line: bytes | str) -> dict[str, Any]:
     """Parse one source line into an object (the general JSON reader, for the slow path)."""
     try:
         obj = orjson.loads(line)
@@ -114,7 +115,7 @@ def _kind(hint: object) -> str:
     kind = None
     for meta in getattr(hint, "__metadata__", ()):
         if isinstance(meta, msgspec.Meta) and meta.extra and "kind" in meta.extra:
-            kind = meta.extra["kind"]  # the outermost kind wins
+            kind = str(meta.extra["kind"])  # the outermost kind wins
     if kind is None:
         raise TypeError(f"contract field type {hint!r} has no kind")
     return kind
@@ -161,7 +162,7 @@ class Contract:
     def field_names(self) -> tuple[str, ...]:
         return tuple(n for n, _, _ in self.fields)
 
-    def json_schema(self) -> dict:
+    def json_schema(self) -> dict[str, Any]:
         """The published JSON Schema, generated from the struct."""
         return contract_schema(self)
 
@@ -172,7 +173,7 @@ class Contract:
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
-def contract_schema(contract: Contract) -> dict:
+def contract_schema(contract: Contract) -> dict[str, Any]:
     """One topic's JSON Schema: the struct's schema, titled by topic, without msgspec's $defs."""
     body = msgspec.json.schema(contract.struct)["$defs"][contract.struct.__name__]
     return {
@@ -246,8 +247,9 @@ def _record(c: Contract, s: msgspec.Struct, partition: int, offset: int,
         times[name] = us
         if in_payload:
             payload[name] = _canonical_instant(v, us)
-    event_us = times[c.event_time_field]
-    arrival_us = times[c.arrival_time_field]
+    # Both time fields are required by every contract's struct: never None here.
+    event_us = cast(int, times[c.event_time_field])
+    arrival_us = cast(int, times[c.arrival_time_field])
     if event_us - arrival_us > CLOCK_FAULT_US:
         raise InvalidRecord(
             R.EVENT_TIME_AFTER_ARRIVAL,
@@ -267,7 +269,7 @@ def _detail(name: str, value: object, message: str) -> str:
     return text if len(text) <= _DETAIL_MAX else text[:_DETAIL_MAX - 3] + "..."
 
 
-def _defect(c: Contract, obj: dict, message: str) -> InvalidRecord:
+def _defect(c: Contract, obj: dict[str, Any], message: str) -> InvalidRecord:
     """The first defect of an object the struct refused, judged field by field in contract
     order with the same types, so every record with several defects gets one stable reason."""
     sv = obj.get("schema_version", 1)

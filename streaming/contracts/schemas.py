@@ -7,6 +7,7 @@ the committed files equal to the generated ones."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import orjson
 
@@ -16,12 +17,12 @@ from .topics import CONTRACTS
 DEFAULT_DIR = os.path.join("schemas", "contracts")
 
 
-def render(schema: dict) -> bytes:
+def render(schema: dict[str, Any]) -> bytes:
     """The committed form: 2-space indent, sorted keys, trailing newline."""
     return orjson.dumps(schema, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
 
 
-def published() -> dict[str, dict]:
+def published() -> dict[str, dict[str, Any]]:
     """File name stem -> schema, for every registered topic contract."""
     return {topic: contract_schema(c) for topic, c in sorted(CONTRACTS.items())}
 

@@ -8,8 +8,9 @@ batch closes:
    stream sequence), as in replay mode;
 2. consume what the stream held at open and this worker has not consumed, in the recorded
    arrival merge;
-3. then consume live messages (or, with `end_of_stream`, end the stream there and exit) in the order they are delivered. A batch closes when it holds
-   `batch_size` records or `max_batch_delay` of wall time has passed since its first record;
+3. then consume live messages (or, with `end_of_stream`, end the stream there and exit) in
+   the order they are delivered. A batch closes when it holds `batch_size` records or
+   `max_batch_delay` of wall time has passed since its first record;
    the wall clock decides only when to commit. The journal records the interleaving consumed,
    so a restore replays the same decisions.
 
@@ -28,7 +29,8 @@ import collections
 import signal
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from sqlalchemy import select
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -175,6 +177,11 @@ def percentile(values, q: float) -> float | None:
 class FollowWorker(Worker):
     """`Worker` reading a NATS stream live; see the module docstring."""
 
+    # The store as one assignment sees it (AssignedStore) and the live NATS source: both
+    # stand in for what the loop is typed with and add what follow mode needs.
+    store: Any
+    source: Any
+
     def __init__(self, spec: PipelineSpec, settings: RunSettings, follow: FollowSettings,
                  store: Store | None = None,
                  status: Callable[[dict], None] | None = None):
@@ -183,12 +190,12 @@ class FollowWorker(Worker):
         if not settings.source.startswith("nats://"):
             raise ValueError("--follow needs a nats:// source")
         self.follow = follow
-        base = store or Store(settings.store_url)
+        base = store or Store(settings.store_url, schema="upgrade")
         key = follow.assignment.store_key(spec.name)
         self.lease: Lease | None = None
-        super().__init__(spec, settings, AssignedStore(base, spec.name, key,
-                                                       follow.outage_limit_s,
-                                                       self._store_recovered))
+        assigned: Any = AssignedStore(base, spec.name, key, follow.outage_limit_s,
+                                      self._store_recovered)
+        super().__init__(spec, settings, assigned)
         self.status = status
         self.stop_requested = False
         self.stop_signal: str | None = None
@@ -225,7 +232,7 @@ class FollowWorker(Worker):
                         wm.set_idle(p, True)
 
     def run(self) -> RunResult:
-        store: AssignedStore = self.store  # type: ignore[assignment]
+        store: AssignedStore = self.store
         # From here on a stop request is honoured at the next batch boundary.
         previous = {sig: signal.signal(sig, self._on_signal)
                     for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -410,8 +417,9 @@ def status_line(fig: dict) -> str:
     lag = fig["lag"]
     worst = max(lag.items(), key=lambda kv: kv[1]) if lag else None
     lag_text = (f"{sum(lag.values()):,} (max {worst[0]} {worst[1]:,})" if worst else "-")
-    wms = " ".join(f"{t[:4]} {us_to_iso(w)[11:19] if isinstance(w, int) and abs(w) < 1 << 62 else '-'}"
-                   for t, w in fig["watermarks"].items())
+    wms = " ".join(
+        f"{t[:4]} {us_to_iso(w)[11:19] if isinstance(w, int) and abs(w) < 1 << 62 else '-'}"
+        for t, w in fig["watermarks"].items())
     c = fig["commit_ms"]
     e = fig["e2e_latency_ms"]
     kb = (fig["state_bytes"] or 0) / 1024

@@ -10,6 +10,7 @@ bytes before the checkpoint, the digests cover every journaled batch after it.""
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import orjson
 
@@ -53,7 +54,7 @@ def verify_journal(entries: list[dict], source: Source, positions: dict[TP, int]
 
 def range_digests(raws: list[RawRecord]) -> dict[str, str]:
     """Per topic-partition ("topic:p"), a digest of the consumed lines in offset order."""
-    hashes: dict[str, object] = {}
+    hashes: dict[str, Any] = {}
     for raw in raws:
         key = f"{raw.topic}:{raw.partition}"
         h = hashes.get(key)

@@ -8,7 +8,10 @@ sink pacer and crash injection each live in their own module of this package."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import gc
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +30,8 @@ from .journal import journaled_batch, range_digests, verify_journal
 from .metrics import metrics_snapshot
 from .settings import TP, Operator, PipelineSpec, RunSettings, Source
 from .throttle import SinkThrottle
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -56,7 +61,8 @@ class Worker:
                  progress: Callable[[int, int], None] | None = None):
         self.spec = spec
         self.settings = settings
-        self.store = store or Store(settings.store_url)
+        # A run creates an empty store and migrates an older one before it reads anything.
+        self.store = store or Store(settings.store_url, schema="upgrade")
         self.progress = progress
         self.crash = CrashInjector(settings.crash_at)
         self.op: Operator = spec.make_operator(settings)
@@ -95,6 +101,9 @@ class Worker:
         state = ck["decoded"]
         self.positions = verified_positions(ck, source)
         try:
+            log.info("%s: restoring checkpoint %s (journal seq %s, %s records read)",
+                     self.spec.name, ck["id"], state.get("journal_seq"),
+                     state.get("records_total"))
             self.op.restore(state["operator"])
             self.wms = {t: InputWatermark.restore(s) for t, s in state["watermarks"].items()}
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
@@ -135,6 +144,10 @@ class Worker:
         if self.spec.prepare is not None:
             self.spec.prepare(self.op, self.store)
         run_id = self.store.start_run(self.spec.name, self.settings.describe())
+        start = (f"checkpoint {self.result.restored_from}"
+                 if self.result.restored_from is not None else "the beginning")
+        log.info("%s: run %s started from %s (%s)", self.spec.name, run_id, start,
+                 self.settings.source)
         total = self.source.total_records() - sum(self.positions.values())
         self.source_head_us = self._source_head()
         done = 0
@@ -147,6 +160,9 @@ class Worker:
             if self.progress:
                 self.progress(done, total)
         self.replaying = False
+        if self.result.replayed_batches:
+            log.info("%s: replayed %d journaled batches (%d records) after the checkpoint",
+                     self.spec.name, self.result.replayed_batches, done)
         # 2. Read freely (through the sink throttle when one is set).
         limit = max(1, min(self.settings.batch_size, self.settings.checkpoint_every))
         if self.throttle is not None:
@@ -184,6 +200,11 @@ class Worker:
             "restored_from": self.result.restored_from, "elapsed_s": self.result.elapsed_s,
             "end_of_stream": self.ended,
             **({"backlog": self.result.backlog} if self.result.backlog else {})})
+        log.info("%s: run %s finished: %d records in %d batches, facts written %d, no-op %d, "
+                 "rejected %d, %d checkpoints, %.2fs", self.spec.name, run_id,
+                 self.result.records, self.result.batches, self.result.facts_written,
+                 self.result.facts_noop, self.result.facts_rejected, self.result.checkpoints,
+                 self.result.elapsed_s)
         return self.result
 
     def _source_head(self) -> int | None:
@@ -215,7 +236,8 @@ class Worker:
         op = self.op
         wms = self.wms
         contracts = self.spec.contracts
-        ranges: dict[str, list[int]] = {}
+        # per "topic:p": [first offset, last offset, digest of the consumed lines]
+        ranges: dict[str, list[Any]] = {}
         order_runs: list[list] = []
         made: list[list] = []
         following = decisions is not None
@@ -273,7 +295,7 @@ class Worker:
             elif idle_after is not None:
                 self._idleness(i, idle_after, out, made)
         if end_of_stream:
-            for t, wm in wms.items():
+            for wm in wms.values():
                 wm.end_of_stream()
             op.on_end_of_stream(out)
             self.ended = True
@@ -298,6 +320,14 @@ class Worker:
         self.result.facts_written += res.written
         self.result.facts_noop += res.noop
         self.result.facts_rejected += res.rejected
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s: batch %d committed: %d records, facts written %d, no-op %d, "
+                      "rejected %d%s", self.spec.name, seq, n, res.written, res.noop,
+                      res.rejected, " (end of stream)" if end_of_stream else "")
+        if res.rejected:
+            log.warning("%s: batch %d: %d facts rejected by the sink (existing key, other "
+                        "content): %s", self.spec.name, seq, res.rejected,
+                        ", ".join(res.rejected_keys[:5]))
         if self.spec.on_batch_committed is not None:
             self.spec.on_batch_committed(op, self.store, bw)
         stages["sink"] += clock() - t_sink
@@ -361,6 +391,8 @@ class Worker:
             mid_write=lambda: self.crash.hit("during-checkpoint"))
         self.since_ckpt = 0
         self.result.checkpoints += 1
+        log.debug("%s: checkpoint at journal seq %d (%s bytes)", self.spec.name, self.seq,
+                  self.last_ckpt.get("size_bytes"))
         self.result.stage_seconds["checkpoint"] += time.perf_counter() - t0
 
     # ------------------------------------------------------------------ metrics

@@ -219,6 +219,7 @@ class SinkThrottle:
             self.pending.append(raw)
             self._after_read(raw)
         while self.pending:
+            assert next_tick is not None  # set with the first record read
             yield from self._tick(next_tick, batch_limit)
             next_tick += tick
             if progress:

@@ -36,6 +36,9 @@ def record_pin(store: Store, model: Model, reason: str, previous: str | None,
     """Insert a pin row (in `conn`'s transaction when given) and return its sequence."""
     row = pin_row(model, reason, previous, pipeline)
     if conn is not None:
-        return conn.execute(P.insert().values(**row)).inserted_primary_key[0]
-    with store.engine.begin() as c:
-        return c.execute(P.insert().values(**row)).inserted_primary_key[0]
+        pk = conn.execute(P.insert().values(**row)).inserted_primary_key
+    else:
+        with store.engine.begin() as c:
+            pk = c.execute(P.insert().values(**row)).inserted_primary_key
+    assert pk is not None  # an insert into a table with an autoincrement key
+    return int(pk[0])

@@ -95,7 +95,7 @@ class Model:
     artifact: dict
 
     @classmethod
-    def from_artifact(cls, artifact: dict, expect_revision: str | None = None) -> "Model":
+    def from_artifact(cls, artifact: dict, expect_revision: str | None = None) -> Model:
         validate_artifact(artifact)
         rev = revision_of(artifact)
         if expect_revision is not None and rev != expect_revision:

@@ -36,14 +36,14 @@ class Fact:
     kind: str
     logical_key: str
     status: str
-    payload: dict
+    payload: dict[str, Any]
     payload_hash: str
     predecessor_key: str | None = None
     payload_json: str | None = None  # canonical JSON of `payload`, when already computed
 
     @classmethod
-    def make(cls, fact_key: str, kind: str, logical_key: str, status: str, payload: dict,
-             predecessor_key: str | None = None) -> "Fact":
+    def make(cls, fact_key: str, kind: str, logical_key: str, status: str, payload: dict[str, Any],
+             predecessor_key: str | None = None) -> Fact:
         pjson, phash = canonical_hash(payload)
         return cls(fact_key, kind, logical_key, status, payload, phash, predecessor_key, pjson)
 
@@ -61,7 +61,7 @@ class QueueEntry:
     event_us: int
     reason: str
     watermark_at_arrival: int
-    detail: dict = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 def safe_text(text: str) -> str:

@@ -16,10 +16,11 @@ new version is still in state and the key is unchanged; otherwise the whole corr
 
 from __future__ import annotations
 
+from typing import Any
 import hashlib
 import heapq
 from bisect import bisect_left, insort
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..contracts import Record
 from ..keys import compose, escape
@@ -67,7 +68,8 @@ def pair_logical_key(payment_id: str, signal_id: str, rule_version: str) -> str:
 
 def pair_payload(rule_version: str, pid: str, merchant_id: str, payment_id: str,
                  payment_rev: int, signal_id: str, signal_rev: int, payment_time: str,
-                 signal_time: str, amount_cents, score) -> dict:  # noqa: ANN001
+                 signal_time: str, amount_cents: int | None, score: float | None
+                 ) -> dict[str, Any]:
     """A published pair's business payload: the one definition the live operator and the
     batch rebuild share, so equal pairs hash equally."""
     return {"rule_version": rule_version, "pair_id": pid, "merchant_id": merchant_id,
@@ -77,8 +79,8 @@ def pair_payload(rule_version: str, pid: str, merchant_id: str, payment_id: str,
 
 
 def outcome_payload(payment_id: str, payment_rev: int, merchant_id: str, payment_time: str,
-                    amount_cents, status: str, match_count: int,  # noqa: ANN001
-                    rule_version: str) -> dict:
+                    amount_cents: int | None, status: str, match_count: int,
+                    rule_version: str) -> dict[str, Any]:
     """A payment outcome's business payload (live and rebuilt)."""
     return {"payment_id": payment_id, "payment_rev": payment_rev, "merchant_id": merchant_id,
             "payment_time": payment_time, "amount_cents": amount_cents, "status": status,
@@ -91,7 +93,8 @@ class Entry:
     __slots__ = ("id", "rev", "t", "key", "seq", "size", "payload", "matches", "outcome",
                  "outcome_seq", "arrival", "_iso", "eid")
 
-    def __init__(self, id, rev, t, key, seq, size, payload, arrival):
+    def __init__(self, id: str, rev: int, t: int, key: str, seq: int, size: int,
+                 payload: dict[str, Any], arrival: int) -> None:
         self.id = id
         self.rev = rev
         self.t = t
@@ -113,12 +116,12 @@ class Entry:
             self._iso = us_to_iso(self.t)
         return self._iso
 
-    def dump(self) -> list:
+    def dump(self) -> list[Any]:
         return [self.id, self.rev, self.t, self.key, self.seq, self.size, self.payload,
                 list(self.matches.items()), self.outcome, self.outcome_seq, self.arrival]
 
     @classmethod
-    def load(cls, row: list) -> "Entry":
+    def load(cls, row: list[Any]) -> Entry:
         e = cls(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[10])
         e.matches = dict((a, b) for a, b in row[7])
         e.outcome = row[8]
@@ -142,11 +145,11 @@ class Identity:
         self.t = t
         self.where = where  # live | evicted | queued
 
-    def dump(self) -> list:
+    def dump(self) -> list[Any]:
         return [self.rev, self.hash, self.key, self.t, self.where]
 
     @classmethod
-    def load(cls, row: list) -> "Identity":
+    def load(cls, row: list[Any]) -> Identity:
         return cls(row[0], row[1], row[2], row[3], row[4])
 
 
@@ -203,8 +206,8 @@ class IntervalJoin:
         self.counters = {"late_joined": 0, "late_queued": 0, "corrections_live": 0,
                          "corrections_queued": 0, "evicted_payments": 0, "evicted_signals": 0,
                          "ttl_evictions": 0, "pairs_published": 0, "pairs_retired": 0}
-        self.peak = {"records": 0, "bytes": 0, "hot_key": None, "hot_key_records": 0,
-                     "hot_key_bytes": 0}
+        self.peak: dict[str, Any] = {"records": 0, "bytes": 0, "hot_key": None,
+                                     "hot_key_records": 0, "hot_key_bytes": 0}
 
     # ------------------------------------------------------------------ views by input
     # The payment side's bounds are the rule's (-47 min .. +8 min); read-only names for them.
@@ -305,7 +308,8 @@ class IntervalJoin:
             return "covered_by_generation"
         return None
 
-    def _queue(self, rec: Record, reason: str, out: Emit, detail: dict | None = None) -> None:
+    def _queue(self, rec: Record, reason: str, out: Emit,
+               detail: dict[str, Any] | None = None) -> None:
         side = self._sides[rec.topic]
         out.queue.append(QueueEntry(rec.topic, rec.partition, rec.offset, rec.id, rec.revision,
                                     rec.key, rec.event_us, reason, side.wm, detail or {}))
@@ -321,7 +325,7 @@ class IntervalJoin:
                      rec.payload, rec.arrival_us)
 
     # ------------------------------------------------------------------ facts
-    def _pair_payload(self, p: Entry, s: Entry, pid: str) -> dict:
+    def _pair_payload(self, p: Entry, s: Entry, pid: str) -> dict[str, Any]:
         return pair_payload(self.rule_version, pid, p.key, p.id, p.rev, s.id, s.rev, p.iso,
                             s.iso, p.payload.get("amount_cents"), s.payload.get("score"))
 
@@ -366,7 +370,7 @@ class IntervalJoin:
         self.on_event(side, self._other[rec.topic], rec, out)
         self._track_peak(rec.key)
 
-    def _identity_check(self, ids: dict, rec: Record, out: Emit) -> str:
+    def _identity_check(self, ids: dict[str, Any], rec: Record, out: Emit) -> str:
         """'new', 'correction', or a terminal disposition already emitted ('done')."""
         known = ids.get(rec.id)
         if known is None:
@@ -425,6 +429,7 @@ class IntervalJoin:
         version's range are all still in state under the same key; else queued whole."""
         old = side.live.get(rec.id)
         known = side.ids[rec.id]
+        reason: str | None
         if old is None:
             reason = "correction:old_version_not_in_state"
         elif old.key != rec.key:
@@ -434,7 +439,8 @@ class IntervalJoin:
         else:
             blocker = self._blocker(side, other, rec.key, rec.event_us)
             reason = f"correction:{blocker}" if blocker else None
-        if reason:
+        if reason or old is None:
+            reason = reason or "correction:old_version_not_in_state"
             self.counters["corrections_queued"] += 1
             side.ids[rec.id] = Identity(rec.revision, rec.payload_hash, rec.key, rec.event_us,
                                         "queued")
@@ -623,7 +629,7 @@ class IntervalJoin:
                     best = (k, n, b)
         return best
 
-    def state_metrics(self) -> dict:
+    def state_metrics(self) -> dict[str, Any]:
         hot = self.hottest_key()
         pay, sig = self.payments.state, self.signals.state
         keys = set(pay.keys) | set(sig.keys)
@@ -665,7 +671,7 @@ class IntervalJoin:
         return bad
 
     # ------------------------------------------------------------------ checkpoint
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         p, s = self.payments, self.signals
         return {
             "rule_version": self.rule_version, "lower": p.lower, "upper": p.upper,
@@ -684,7 +690,7 @@ class IntervalJoin:
             "counters": self.counters, "peak": self.peak,
         }
 
-    def restore(self, snap: dict) -> None:
+    def restore(self, snap: dict[str, Any]) -> None:
         if snap["rule_version"] != self.rule_version:
             raise ValueError(
                 f"checkpoint rule version {snap['rule_version']} != {self.rule_version}")

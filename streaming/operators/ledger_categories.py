@@ -11,7 +11,9 @@ One implementation serves the live operator and the repair rebuild."""
 from __future__ import annotations
 
 from bisect import bisect_right
+from typing import Any
 
+from ..contracts import Record
 from ..timeutil import POS_INF, us_to_iso
 
 # A version as kept in state (JSON-able): [from_us, to_us|None, version_id, category, high_risk,
@@ -29,18 +31,18 @@ class VersionRejected(Exception):
         self.detail = detail
 
 
-def _rng(v: list) -> str:
+def _rng(v: list[Any]) -> str:
     return f"[{us_to_iso(v[FROM])}, {us_to_iso(v[TO]) if v[TO] is not None else 'open'})"
 
 
 class CategoryVersions:
     def __init__(self) -> None:
-        self.by_merchant: dict[str, list[list]] = {}
+        self.by_merchant: dict[str, list[list[Any]]] = {}
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.by_merchant.values())
 
-    def check(self, merchant: str, v: list) -> str:
+    def check(self, merchant: str, v: list[Any]) -> str:
         """NEW or DUPLICATE; raises VersionRejected with the reason otherwise."""
         f, t = v[FROM], v[TO]
         if t is not None and t <= f:
@@ -74,12 +76,12 @@ class CategoryVersions:
                                       f"inside version {e[VID]} {_rng(e)}")
         return NEW
 
-    def add(self, merchant: str, v: list) -> None:
+    def add(self, merchant: str, v: list[Any]) -> None:
         versions = self.by_merchant.setdefault(merchant, [])
         versions.append(v)
         versions.sort(key=lambda x: x[FROM])
 
-    def effective(self, merchant: str, t: int) -> list | None:
+    def effective(self, merchant: str, t: int) -> list[Any] | None:
         versions = self.by_merchant.get(merchant)
         if not versions:
             return None
@@ -92,17 +94,17 @@ class CategoryVersions:
             end = versions[i + 1][FROM] if i + 1 < len(versions) else POS_INF
         return v if t < end else None
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return self.by_merchant
 
     @classmethod
-    def restore(cls, snap: dict) -> "CategoryVersions":
+    def restore(cls, snap: dict[str, Any]) -> CategoryVersions:
         c = cls()
         c.by_merchant = {m: [list(v) for v in vs] for m, vs in snap.items()}
         return c
 
 
-def version_from_record(rec) -> tuple[str, list]:
+def version_from_record(rec: Record) -> tuple[str, list[Any]]:
     """(merchant, version) from a validated merchant_categories record."""
     p = rec.payload
     return p["merchant_id"], [rec.times["effective_from"], rec.times.get("effective_to"),

@@ -3,6 +3,8 @@ and the machine-readable consumer contract (source and output schemas)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..contracts import MERCHANT_CATEGORY, PAYMENT
 from ..host.settings import PipelineSpec, RunSettings
 from ..operators.ledger import (CATEGORIES, MAX_BACKLOG_AGE_US, PAYMENTS, RETENTION_US,
@@ -73,7 +75,7 @@ def run_extra(key: RepairKey, retention_us: int = RETENTION_US) -> dict:
 
 
 # ---------------------------------------------------------------------------- output schemas
-WINDOW_FIELDS = {
+WINDOW_FIELDS: dict[str, tuple[dict[str, Any], str]] = {
     "account_id": ({"type": "string"}, "account the window belongs to"),
     "event_hour": ({"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:00Z$"},
                    "start of the event-time hour (UTC)"),

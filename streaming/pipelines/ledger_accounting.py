@@ -48,7 +48,8 @@ def reconcile(store: Store, pipeline: str = "ledger") -> list[dict]:
 
 
 def equation(row: dict) -> str:
-    return (f"{row['topic']}:{row['partition']} offsets {row['first_offset']}..{row['last_offset']}: "
+    return (f"{row['topic']}:{row['partition']} offsets "
+            f"{row['first_offset']}..{row['last_offset']}: "
             f"read {row['read']} = accepted {row['accepted']} + duplicate {row['duplicate']} + "
             f"stale {row['stale']} + quarantined {row['quarantined']} + routed_to_repair "
             f"{row['routed_to_repair']} (pending {row['pending']}, held {row['held']}, "

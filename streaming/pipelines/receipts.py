@@ -30,7 +30,7 @@ def prepare(op: ReceiptScorer, store: Store) -> None:
     pinned = latest_pin(store, PIPELINE)
     if op.model is None:
         if pinned is None:
-            model = Registry(getattr(op, "model_dir", None)).current()
+            model = Registry(op.model_dir).current()
             op.pin(model, record_pin(store, model, "initial_pin", None, PIPELINE))
         else:
             op.pin(pinned[1], pinned[0])

@@ -5,10 +5,11 @@ fields in `SIGNED_FIELDS`. The key comes from RISKSTREAM_REPAIR_KEY; on SQLite a
 uses a published development key and says so in its metadata; on PostgreSQL it refuses.
 
 `run_ledger_repairs(store, key=None)` verifies every pending request (and, when asked, the held
-ones again), holds unsigned or tampered ones with the reason, rebuilds each affected final account-hour from the archive (latest
-included revision per payment, category versions effective at each payment's time) and
-publishes the corrected revision with a predecessor link, marking its requests repaired, in one
-transaction per account-hour. It is shared by the CLI and the orchestration layer.
+ones again), holds unsigned or tampered ones with the reason, rebuilds each affected final
+account-hour from the archive (latest included revision per payment, category versions effective
+at each payment's time) and publishes the corrected revision with a predecessor link, marking
+its requests repaired, in one transaction per account-hour. It is shared by the CLI and the
+orchestration layer.
 
 Verification is more than the signature:
   - the archived record the request names must still hash to the signed `subject_hash` (the
@@ -345,7 +346,8 @@ def _apply(store: Store, key: RepairKey, verified: dict, summary: dict, statuses
                 prev_content = {k: v for k, v in prev.items() if k not in ("revision", "status")}
             else:
                 prev, prev_content = None, None
-            if prev_content is not None and payload_hash(prev_content) == payload_hash(content):
+            if (last is not None and prev_content is not None
+                    and payload_hash(prev_content) == payload_hash(content)):
                 fact_key = last["fact_key"]
                 note = "rebuilt from the archive: no change to the published revision"
                 summary["unchanged"].append(fact_key)

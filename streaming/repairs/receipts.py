@@ -156,7 +156,8 @@ def run_receipt_reconciliation(store: Store, start_us: int | None = None,
                 receipt_id=rid, merchant_id=merchant, store_id=p["store_id"], occurred_us=t,
                 amount_cents=p["amount_cents"], scoring_revision=rev, model=model, count=cnt,
                 amount_7m=amt, watermark_us=wm, status="repaired", origin="repair",
-                reason="beyond_allowed_delay", predecessor_revision=prev and rev - 1)
+                reason="beyond_allowed_delay",
+                predecessor_revision=rev - 1 if prev else None)
             facts.append(f)
             current[rid] = f.payload
             repaired.append(f.fact_key)

@@ -1,8 +1,14 @@
 """Sources: partitioned logs with positions. The embedded default is the file log; NATS
 JetStream is the production source. Both present records as (topic, partition, offset)."""
 
+from __future__ import annotations
+
+import logging
+from typing import Any
 
 from .filelog import DEFAULT_MAX_ARRIVAL_JUMP_US
+
+log = logging.getLogger(__name__)
 
 
 def open_source(location: str, topics: list[str], arrival_fields: dict[str, str],
@@ -12,6 +18,11 @@ def open_source(location: str, topics: list[str], arrival_fields: dict[str, str]
     default bound)."""
     if location.startswith("nats://"):
         from .nats import NatsSource
-        return NatsSource(location, topics, arrival_fields)
-    from .filelog import FileLog
-    return FileLog(location, topics, arrival_fields, max_arrival_jump_us)
+        source: Any = NatsSource(location, topics, arrival_fields)
+    else:
+        from .filelog import FileLog
+        source = FileLog(location, topics, arrival_fields, max_arrival_jump_us)
+    log.info("opened %s source: %s, partitions %s", type(source).__name__,
+             getattr(getattr(source, "location", None), "server_address", location),
+             source.partition_counts)
+    return source

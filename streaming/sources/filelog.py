@@ -24,7 +24,8 @@ import os
 import re
 from array import array
 from collections import deque
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
+from collections.abc import Iterator
 
 from ..timeutil import NEG_INF
 # Shared by every source; re-exported so callers name one module for the file log.
@@ -129,7 +130,7 @@ class _Partition:
             return None
         start = max(0, self.count - JUMP_LOOKAHEAD)
         last = None
-        with open(self.path, "rb") as fh:
+        with open(self._file(), "rb") as fh:
             fh.seek(self._byte_start(start))
             for off in range(start, self.count):
                 own = decode_own(_record_bytes(fh.readline(), off), self.arrival_field)[1]
@@ -142,12 +143,17 @@ class _Partition:
         k = off // MARK_EVERY
         while k not in self.mark_prev:
             k -= 1
-        fh = open(self.path, "rb")
+        fh = open(self._file(), "rb")
         fh.seek(self.marks[k])
         r = _Reader(fh, k * MARK_EVERY, self.mark_prev[k])
         while r.off < off:
             self._next(r)
         return r
+
+    def _file(self) -> str:
+        """The partition's file (only partitions with lines are read)."""
+        assert self.path is not None, f"{self.tp} has no file to read"
+        return self.path
 
     def _next(self, r: _Reader) -> tuple[bytes, object, int, tuple[str, str] | None]:
         """Decode the reader's line: (bytes, object, merge arrival, source fault)."""
@@ -181,6 +187,7 @@ class _Partition:
     def _fill(self) -> None:
         """Decode the next READ_AHEAD lines (at most up to the counted end) into the window."""
         r = self._reader
+        assert r is not None  # peek() opens the reader before it fills the window
         topic, part = self.tp
         end = min(self.count, r.off + READ_AHEAD)
         win = self.win
@@ -210,6 +217,7 @@ class _Partition:
     def take(self, off: int) -> RawRecord:
         """Hand out the record at `off`: drop the window before it, remember its arrival."""
         rec = self.peek(off)
+        assert rec is not None, f"{self.tp} has no record at offset {off}"
         win = self.win
         while self.win_base < off:
             win.popleft()
@@ -234,7 +242,9 @@ class _Partition:
         if r is not None and self.win_base <= off < r.off:
             return self.win[off - self.win_base].arrival_us
         if r is None or off == r.off:
-            return self.peek(off).arrival_us
+            rec = self.peek(off)
+            assert rec is not None, f"{self.tp} has no record at offset {off}"
+            return rec.arrival_us
         # Anywhere else: decode there with a reader of its own.
         other = self._open_at(off)
         try:
@@ -257,7 +267,7 @@ class _Partition:
         left = off - k * MARK_EVERY
         if left == 0:
             return pos
-        with open(self.path, "rb") as fh:
+        with open(self._file(), "rb") as fh:
             fh.seek(pos)
             for _ in range(left):
                 pos += len(fh.readline())
@@ -274,7 +284,7 @@ class _Partition:
         if end < done:
             done, h = 0, hashlib.sha256()
         h = h.copy()
-        with open(self.path, "rb") as fh:
+        with open(self._file(), "rb") as fh:
             fh.seek(done)
             while done < end:
                 chunk = fh.read(min(_CHUNK, end - done))

@@ -20,15 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import re
 import threading
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
 from .filelog import TP, PartitionBuffer, SourceError, decode_partition
+
+log = logging.getLogger(__name__)
 
 DEFAULT_STREAM = "riskstream"
 DEFAULT_TIMEOUT_S = 5.0
@@ -54,7 +58,7 @@ class NatsLocation:
     timeout_s: float = DEFAULT_TIMEOUT_S
 
     @classmethod
-    def parse(cls, location: str) -> "NatsLocation":
+    def parse(cls, location: str) -> NatsLocation:
         parts = urlsplit(location)
         if "@" in parts.netloc:
             location = location.replace(parts.netloc, "***@" + parts.netloc.rsplit("@", 1)[1])
@@ -114,7 +118,7 @@ def decode_layout(stream: str, description: str | None) -> dict:
     return layout
 
 
-def run_private(make: Callable[[], Awaitable[T]]) -> T:
+def run_private(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run a coroutine to completion on a private event loop in its own thread, so the
     synchronous worker can use the asyncio client even when the caller already runs a loop."""
     box: dict[str, Any] = {}
@@ -175,6 +179,7 @@ class NatsSource(PartitionBuffer):
         from nats.js.errors import NotFoundError
         loc = self.location
         nc = await connect(loc)
+        log.debug("connected to NATS at %s, stream %s", loc.server_address, loc.stream)
         try:
             js = nc.jetstream(timeout=loc.timeout_s)
             try:
@@ -250,7 +255,7 @@ class NatsSource(PartitionBuffer):
                 seen = len(lines)
                 try:
                     await asyncio.wait_for(asyncio.shield(done), loc.timeout_s)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
         finally:
             await sub.unsubscribe()

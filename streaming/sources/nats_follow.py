@@ -16,6 +16,8 @@ so a checkpoint taken under one assignment is refused under another."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncio
 import collections
 import threading
@@ -83,7 +85,7 @@ class NatsFollowSource(NatsSource):
         self.health = BrokerHealth()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._nc = None
+        self._nc: Any = None
         super().__init__(location, topics, arrival_field)
         self._start_tail()
 

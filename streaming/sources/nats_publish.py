@@ -17,7 +17,7 @@ import re
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from .filelog import FileLog, SourceError
 from .nats import NatsLocation, connect, decode_layout, encode_layout, run_private
@@ -93,6 +93,7 @@ class Routing:
         if self.pipeline is None:
             return dict(recorded)
         keys = PARTITION_KEYS[self.pipeline]
+        assert self.partitions is not None  # a pipeline partitioner names its count
         return {t: (self.partitions if t in keys else n) for t, n in recorded.items()}
 
     def partition(self, raw) -> int:
@@ -104,6 +105,7 @@ class Routing:
         obj = raw.obj
         key = obj.get(field_name) if isinstance(obj, dict) else None
         data = key.encode() if isinstance(key, str) else raw.line
+        assert self.partitions is not None  # a pipeline partitioner names its count
         return partition_of(data, self.partitions)
 
 
@@ -172,8 +174,8 @@ def publish_file_log(root: str, location: str, recreate: bool = False,
                 futures = [await js.publish_async(
                     subject, r.line,
                     headers={"Nats-Msg-Id": f"{digest}/{r.topic}/p{r.partition}/{r.offset}"})
-                    for r, subject in zip(window, subjects)]
-                for r, subject, fut in zip(window, subjects, futures):
+                    for r, subject in zip(window, subjects, strict=True)]
+                for r, subject, fut in zip(window, subjects, futures, strict=True):
                     ack = await fut
                     if ack.duplicate:
                         duplicates += 1

@@ -94,6 +94,8 @@ def decode_partition(lines: list[bytes], arrival_field: str,
         nxt = [o for _, o in decoded[i + 1:i + 1 + JUMP_LOOKAHEAD]]
         why = arrival_jump(own, prev, nxt, max_jump_us)
         if why is not None:
+            # a jump is only found between two known arrival times under a set bound
+            assert own is not None and max_jump_us is not None
             objs.append(SourceFault(*jump_fault(own, prev, why, arrival_field, max_jump_us), obj))
         else:
             objs.append(obj)

@@ -12,6 +12,7 @@ journal, archive and quarantine; a test holds the two equal on a seed run."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -39,21 +40,23 @@ def source_accounting(conn: Connection, pipeline: str) -> list[dict[str, Any]]:
     # Scaled-out workers journal under `<pipeline>@I/N`; their partition ranges are disjoint.
     for (text,) in conn.execute(select(j.ranges).where(
             (j.pipeline == pipeline) | j.pipeline.like(f"{pipeline}@%"))):
-        for topic, part, lo, hi in journal_ranges(orjson.loads(text)):
+        for topic, part, lo, hi in journal_ranges(orjson.loads(str(text))):
             cur = ranges.setdefault((topic, part), [lo, hi])
             cur[0] = min(cur[0], lo)
             cur[1] = max(cur[1], hi)
     buckets: dict[tuple[str, int], dict[str, int]] = {}
     a = S.archive.c
-    for topic, part, disposition, n in conn.execute(
-            select(a.topic, a.partition, a.disposition, func.count())
-            .where(a.pipeline == pipeline).group_by(a.topic, a.partition, a.disposition)):
-        buckets.setdefault((topic, part), {})[disposition] = n
+    archived: Sequence[Any] = conn.execute(
+        select(a.topic, a.partition, a.disposition, func.count())
+        .where(a.pipeline == pipeline).group_by(a.topic, a.partition, a.disposition)).all()
+    for a_topic, a_part, disposition, n in archived:
+        buckets.setdefault((a_topic, a_part), {})[disposition] = n
     q = S.quarantine.c
-    for topic, part, n in conn.execute(
-            select(q.topic, q.partition, func.count())
-            .where(q.pipeline == pipeline).group_by(q.topic, q.partition)):
-        buckets.setdefault((topic, part), {})[QUARANTINED] = n
+    quarantined: Sequence[Any] = conn.execute(
+        select(q.topic, q.partition, func.count())
+        .where(q.pipeline == pipeline).group_by(q.topic, q.partition)).all()
+    for q_topic, q_part, n in quarantined:
+        buckets.setdefault((q_topic, q_part), {})[QUARANTINED] = n
     out = []
     for tp in sorted(set(ranges) | set(buckets)):
         lo, hi = ranges.get(tp, [0, -1])

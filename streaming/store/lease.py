@@ -7,9 +7,11 @@ over; a second live worker is refused at once (`pg_try_advisory_lock`). SQLite: 
 `flock` on a file beside the database, released by the kernel when the process exits.
 
 The `worker_leases` row names the current holder (host:pid, acquired/released at); it is a
-description, not the lock. Schema creation is serialized in `bootstrap.py`."""
+description, not the lock. Schema migrations are serialized in `versions.py`."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import os
 import socket
@@ -41,14 +43,15 @@ class Lease:
         self.engine = engine
         self.key = key
         self.holder = f"{socket.gethostname()}:{os.getpid()}"
-        self._conn = None
-        self._fh = None
+        self._conn: Any = None
+        self._fh: Any = None
 
-    def acquire(self) -> "Lease":
+    def acquire(self) -> Lease:
         from .ops import now_iso, upsert
         if self.engine.dialect.name == "postgresql":
             conn = self.engine.connect()
-            got = conn.execute(text("SELECT pg_try_advisory_lock(CAST(:ns AS integer), CAST(:id AS integer))"),
+            got = conn.execute(text("SELECT pg_try_advisory_lock(CAST(:ns AS integer), "
+                                    "CAST(:id AS integer))"),
                                {"ns": LOCK_NAMESPACE, "id": lease_lock_id(self.key)}).scalar()
             conn.commit()
             if not got:
@@ -125,7 +128,8 @@ class Lease:
             pass
         if self._conn is not None:
             try:
-                self._conn.execute(text("SELECT pg_advisory_unlock(CAST(:ns AS integer), CAST(:id AS integer))"),
+                self._conn.execute(text("SELECT pg_advisory_unlock(CAST(:ns AS integer), "
+                                        "CAST(:id AS integer))"),
                                    {"ns": LOCK_NAMESPACE, "id": lease_lock_id(self.key)})
                 self._conn.close()
             except Exception:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import zlib
-from operator import itemgetter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from datetime import UTC, datetime
+from operator import itemgetter
+from typing import Any
 
 import orjson
 from sqlalchemy import Table, create_engine, event, func, select, update
@@ -16,9 +17,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..redaction import connect_url
 from . import schema as S
-from .accounting import source_accounting
-from .bootstrap import create_schema
 from . import tables as _tables  # noqa: F401  (registers pipeline tables)
+from .accounting import source_accounting
+from .versions import StoreVersionError, prepare
 
 DEFAULT_STORE_URL = "sqlite:///.riskstream/ops.sqlite"
 # SQLite page cache per connection, KiB (RISKSTREAM_SQLITE_CACHE_KIB, default 64 MiB).
@@ -28,7 +29,7 @@ SQLITE_WAL_PAGES = int(os.environ.get("RISKSTREAM_SQLITE_WAL_PAGES", "16384"))
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def dumps(obj: Any) -> str:
@@ -104,7 +105,7 @@ def _copy_stage(conn: Connection, like: str, cols: list[str], params: list[tuple
     conn.exec_driver_sql(f"CREATE TEMP TABLE IF NOT EXISTS {q(stage)} ON COMMIT DELETE ROWS "
                          f"AS SELECT {collist} FROM {q(like)} WITH NO DATA")
     conn.exec_driver_sql(f"DELETE FROM {q(stage)}")
-    raw = conn.connection.dbapi_connection
+    raw: Any = conn.connection.dbapi_connection  # psycopg's connection: COPY
     with raw.cursor() as cur:
         with cur.copy(f"COPY {q(stage)} ({', '.join(q(c) for c in cols)}) FROM STDIN") as cp:
             for row in params:
@@ -203,7 +204,7 @@ def _stage_facts(conn: Connection, rows: list[tuple]) -> None:
             "payload_hash text, payload text, predecessor_key text, batch_seq bigint, "
             "generation_id text, created_at text) ON COMMIT DELETE ROWS")
         conn.exec_driver_sql(f"DELETE FROM {_STAGE}")
-        raw = conn.connection.dbapi_connection
+        raw: Any = conn.connection.dbapi_connection  # psycopg's connection: COPY
         with raw.cursor() as cur:
             with cur.copy(f"COPY {_STAGE} (ord, {cols}) FROM STDIN") as copy:
                 for i, r in enumerate(rows):
@@ -250,7 +251,7 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
     payloads = [f.payload_json or dumps(f.payload) for f in ordered]
     rows = [(pipeline, f.fact_key, f.kind, f.logical_key, f.status, f.payload_hash, pj,
              f.predecessor_key, batch_seq, generation_id, created)
-            for f, pj in zip(ordered, payloads)]
+            for f, pj in zip(ordered, payloads, strict=True)]
     cols = ", ".join(_FACT_COLUMNS)
     written: set[str] | None = None
     if conn.dialect.name == "sqlite":
@@ -277,13 +278,14 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
         if conn.dialect.name == "postgresql":
             # Fresh statistics for the stage so the planner probes the unique index per key.
             conn.exec_driver_sql(f"ANALYZE {_STAGE}")
-        for k, h in conn.exec_driver_sql(
-                f"SELECT f.fact_key, f.payload_hash FROM {_STAGE} s JOIN facts f "
-                "ON f.pipeline = s.pipeline AND f.fact_key = s.fact_key"):
+        found: Any = conn.exec_driver_sql(
+            f"SELECT f.fact_key, f.payload_hash FROM {_STAGE} s JOIN facts f "
+            "ON f.pipeline = s.pipeline AND f.fact_key = s.fact_key")
+        for k, h in found:
             if k not in written:
                 existing[k] = h
     view: dict[tuple[str, str], dict] = {}
-    for f, pj in zip(ordered, payloads):
+    for f, pj in zip(ordered, payloads, strict=True):
         if f.fact_key in written:
             res.written += 1
             view[(f.kind, f.logical_key)] = {"pipeline": pipeline, "kind": f.kind,
@@ -308,6 +310,13 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
     return res
 
 
+def _sqlite_path(url: str) -> str | None:
+    if not url.startswith("sqlite"):
+        return None
+    path = url.split("///", 1)[1] if "///" in url else ""
+    return path if path and path != ":memory:" else None
+
+
 def _upsert_view(conn: Connection, rows: list[dict]) -> None:
     """The current view of a batch in one statement: the last written fact per logical key
     replaces the row (the rows are already one per key)."""
@@ -315,10 +324,23 @@ def _upsert_view(conn: Connection, rows: list[dict]) -> None:
 
 
 class Store:
-    def __init__(self, url: str = DEFAULT_STORE_URL):
+    """The store at `url`. Opening it reads its schema revision (no DDL on open); `schema`
+    says what to do when it is not at this release's head (`versions.prepare`): `create` makes
+    an empty store and refuses an older one, `upgrade` also migrates an older one (the run
+    commands), `existing` never creates one (readers). A newer store is always refused."""
+
+    def __init__(self, url: str = DEFAULT_STORE_URL, schema: str = "create"):
         self.url = url
+        path = _sqlite_path(normalize_url(url))
+        if schema == "existing" and path is not None and not os.path.exists(path):
+            raise StoreVersionError(f"there is no store at {url} (no such file): run a "
+                                    f"pipeline or `riskstream store upgrade` to create it")
         self.engine = make_engine(url)
-        create_schema(self.engine)
+        try:
+            prepare(self.engine, schema)
+        except Exception:
+            self.engine.dispose()
+            raise
 
     @property
     def dialect(self) -> str:
@@ -371,7 +393,9 @@ class Store:
         with self.engine.begin() as conn:
             r = conn.execute(S.runs.insert().values(pipeline=pipeline, started_at=now_iso(),
                                                     settings=dumps(settings)))
-            return r.inserted_primary_key[0]
+            pk = r.inserted_primary_key
+            assert pk is not None  # an insert into a table with an autoincrement key
+            return int(pk[0])
 
     def finish_run(self, run_id: int, result: dict) -> None:
         with self.engine.begin() as conn:
@@ -478,12 +502,13 @@ class Store:
 
     def table_counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:
-            return {name: conn.execute(select(func.count()).select_from(t)).scalar()
+            return {name: int(conn.execute(select(func.count()).select_from(t)).scalar() or 0)
                     for name, t in S.metadata.tables.items()}
 
 
-def open_store(url: str | None = None) -> Store:
-    return Store(url or os.environ.get("RISKSTREAM_STORE_URL", DEFAULT_STORE_URL))
+def open_store(url: str | None = None, schema: str = "existing") -> Store:
+    """The store a command reads (by default it must exist at this release's revision)."""
+    return Store(url or os.environ.get("RISKSTREAM_STORE_URL", DEFAULT_STORE_URL), schema)
 
 
 def json_rows(rows: Iterable[dict]) -> list[dict]:

@@ -90,4 +90,4 @@ def check_store(url: str) -> None:
 def open_existing(url: str) -> Store:
     """The store at `url`, refusing (StoreMissing) a missing or uninitialized one."""
     check_store(url)
-    return Store(url)
+    return Store(url, schema="existing")

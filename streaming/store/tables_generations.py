@@ -9,5 +9,6 @@ generation_plans = Table(
     "generation_plans", metadata,
     Column("generation_id", String(64), primary_key=True),
     Column("pieces", Text, nullable=False),  # [{merchant, start_us, end_us, ...}]
-    Column("based_on", Text, nullable=False),  # [{interval_key, start_us, end_us, generation_id, version}]
+    # [{interval_key, start_us, end_us, generation_id, version}]
+    Column("based_on", Text, nullable=False),
 )

@@ -30,7 +30,8 @@ ledger_repair_requests = Table(
     Column("corrected_fact_key", String(400)),
     Column("repaired_at", String(40)),
 )
-Index("ix_ledger_repair_status", ledger_repair_requests.c.status, ledger_repair_requests.c.queue_date)
+Index("ix_ledger_repair_status", ledger_repair_requests.c.status,
+      ledger_repair_requests.c.queue_date)
 Index("ix_ledger_repair_source", ledger_repair_requests.c.topic,
       ledger_repair_requests.c.partition, ledger_repair_requests.c.offset)
 

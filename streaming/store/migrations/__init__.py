@@ -1,0 +1,1 @@
+"""Alembic migrations of the operational store (see `streaming/store/versions.py`)."""
