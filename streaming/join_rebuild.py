@@ -195,8 +195,9 @@ def live_watermarks(store: Store, pipeline: str = PIPELINE) -> dict[str, int | N
     snaps = [(w.metrics or {}).get("input_wm") or {} for w in progress(store, pipeline)]
     for topic in out:
         marks = [wm.get(topic) for wm in snaps]
-        if marks and None not in marks:
-            out[topic] = min(marks)
+        known = [m for m in marks if m is not None]
+        if known and len(known) == len(marks):
+            out[topic] = min(known)
     return out
 
 

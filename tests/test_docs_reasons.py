@@ -75,7 +75,7 @@ def collected_reasons():
     trees = list(_modules())
     consts = _constants(trees)
     found = {("text", r) for r in CONTRACT_REASONS}
-    for path, tree in trees:
+    for _path, tree in trees:
         funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
                                                               ast.AsyncFunctionDef))]
         for func in funcs:

@@ -114,8 +114,9 @@ def _consumed(store_url: str) -> int:
     try:
         j = S.journal.c
         with eng.connect() as conn:
-            return int(conn.execute(select(func.coalesce(func.sum(j.records), 0)).where(
-                (j.pipeline == "join") | j.pipeline.like("join@%"))).scalar())
+            total = conn.execute(select(func.coalesce(func.sum(j.records), 0)).where(
+                (j.pipeline == "join") | j.pipeline.like("join@%"))).scalar()
+            return int(total or 0)
     except Exception:  # noqa: BLE001  (tables not created yet, or the server is restarting)
         return -1
     finally:
@@ -127,7 +128,8 @@ def _wait(store_url: str, n: int, procs: list[subprocess.Popen], timeout: float 
     while time.monotonic() < deadline:
         for p in procs:
             if p.poll() is not None:
-                raise RuntimeError(f"worker exited {p.returncode}: {p.stderr.read()[-1500:]}")
+                err = p.stderr.read() if p.stderr is not None else ""
+                raise RuntimeError(f"worker exited {p.returncode}: {err[-1500:]}")
         if _consumed(store_url) >= n:
             return time.monotonic()
         time.sleep(0.05)

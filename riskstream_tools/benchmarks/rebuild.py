@@ -1,16 +1,19 @@
-"""Scenario `rebuild-duckdb`: the candidate rebuild of one day of N payments and signals (10,000 merchants, one
-with 1 % of the traffic), as the rebuild runs it: the bucketed DuckDB equi-join on (merchant, 10-minute
-bucket) with the exact bounds as a filter, timed against the plain merchant equi-join with a
-BETWEEN filter in the same run, which is the reference (both must give the same pairs:
-`reference_equal`; `ratio` is plain seconds over bucketed seconds). Then the candidate's pair ids
-(the live path's `pair_id`), and the diff of a corrected candidate (0.1 % of the payments
-corrected to a time 6 minutes later) against the current pairs.
+"""Scenario `rebuild-duckdb`: the candidate rebuild of one day of N payments and signals
+(10,000 merchants, one with 1 % of the traffic), as the rebuild runs it: the bucketed DuckDB
+equi-join on (merchant, 10-minute bucket) with the exact bounds as a filter, timed against the
+plain merchant equi-join with a BETWEEN filter in the same run, which is the reference (both
+must give the same pairs: `reference_equal`; `ratio` is plain seconds over bucketed seconds).
+Then the candidate's pair ids (the live path's `pair_id`), and the diff of a corrected
+candidate (0.1 % of the payments corrected to a time 6 minutes later) against the current
+pairs.
 
 The SQL is timed apart from dbt and Dagster start-up; `repair_run_s` is one whole repair run on
 the join seed (Dagster in-process, ingest, dbt build of the diff models, publication); it is
 left out when RISKSTREAM_BENCH_REPAIR_RUN=0."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import os
 import time
@@ -36,11 +39,19 @@ def _make_side(con, name: str, n: int, seed: float) -> None:
         FROM range({n}) r(i)""")
 
 
+def _one(con, sql: str) -> tuple[Any, ...]:
+    """The single row a query must return."""
+    row = con.execute(sql).fetchone()
+    if row is None:
+        raise RuntimeError(f"no row from: {sql[:80]}")
+    return row
+
+
 def _timed(con, sql: str) -> tuple[float, int]:
     t0 = time.perf_counter()
     con.execute(f"CREATE OR REPLACE TEMP TABLE _out AS {sql}")
     elapsed = time.perf_counter() - t0
-    return elapsed, con.execute("SELECT count(*) FROM _out").fetchone()[0]
+    return elapsed, _one(con, "SELECT count(*) FROM _out")[0]
 
 
 def rebuild_duckdb(workdir: str, n: int) -> dict:
@@ -56,9 +67,9 @@ def rebuild_duckdb(workdir: str, n: int) -> dict:
     bucketed_s, bucketed_pairs = _timed(con, join_sql("pay", "sig", bucketed=True))
     con.execute("CREATE OR REPLACE TEMP TABLE bucketed AS SELECT * FROM _out")
     plain_s, plain_pairs = _timed(con, join_sql("pay", "sig", bucketed=False))
-    mismatched = con.execute(
-        "SELECT count(*) FROM ((SELECT * FROM bucketed EXCEPT SELECT * FROM _out) UNION ALL "
-        "(SELECT * FROM _out EXCEPT SELECT * FROM bucketed))").fetchone()[0]
+    mismatched = _one(
+        con, "SELECT count(*) FROM ((SELECT * FROM bucketed EXCEPT SELECT * FROM _out) UNION ALL "
+        "(SELECT * FROM _out EXCEPT SELECT * FROM bucketed))")[0]
 
     # Pair ids of the candidate, with the live operator's identity function.
     t0 = time.perf_counter()
@@ -72,7 +83,7 @@ def rebuild_duckdb(workdir: str, n: int) -> dict:
                CASE WHEN idx % 1000 = 0 THEN 2 ELSE 1 END AS rev FROM pay""")
     t0 = time.perf_counter()
     con.execute(f"CREATE OR REPLACE TEMP TABLE cand AS {join_sql('pay2', 'sig', bucketed=True)}")
-    diff = con.execute("""
+    diff = _one(con, """
         WITH c AS (SELECT c.pay_idx, c.sig_idx, p.rev FROM cand c JOIN pay2 p ON p.idx = c.pay_idx),
         j AS (SELECT c.rev AS new_rev, b.pay_idx AS old_pay
               FROM c FULL OUTER JOIN bucketed b
@@ -80,9 +91,9 @@ def rebuild_duckdb(workdir: str, n: int) -> dict:
         SELECT count(*) FILTER (WHERE old_pay IS NULL) AS added,
                count(*) FILTER (WHERE new_rev IS NULL) AS retired,
                count(*) FILTER (WHERE old_pay IS NOT NULL AND new_rev = 2) AS revised
-        FROM j""").fetchone()
+        FROM j""")
     diff_s = time.perf_counter() - t0
-    cand_pairs = con.execute("SELECT count(*) FROM cand").fetchone()[0]
+    cand_pairs = _one(con, "SELECT count(*) FROM cand")[0]
     con.close()
     out = {
         "scenario": "rebuild-duckdb", "events": n, "seconds": round(bucketed_s, 3),
@@ -90,7 +101,8 @@ def rebuild_duckdb(workdir: str, n: int) -> dict:
         "reference_events_per_s": round(n / plain_s) if plain_s else None,
         "ratio": round(plain_s / bucketed_s, 4) if bucketed_s else None,
         "peak_rss_mib": round(_peak_rss_mib(), 1),
-        "reference_equal": mismatched == 0 and bucketed_pairs == plain_pairs > 0, "payments": pays, "signals": sigs, "merchants": MERCHANTS,
+        "reference_equal": mismatched == 0 and bucketed_pairs == plain_pairs > 0,
+        "payments": pays, "signals": sigs, "merchants": MERCHANTS,
         "hot_share": HOT_SHARE,
         "bucketed_join_s": round(bucketed_s, 3), "plain_join_s": round(plain_s, 3),
         "pairs": bucketed_pairs, "plain_pairs": plain_pairs, "pair_sets_differ_by": mismatched,

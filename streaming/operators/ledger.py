@@ -15,9 +15,11 @@ not depend on batch boundaries or on a throttle."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import heapq
 from functools import lru_cache
-from typing import Callable
+from collections.abc import Callable, Iterable
 
 from ..contracts import Record, payload_hash
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, event_date, us_to_dt, us_to_iso
@@ -41,7 +43,7 @@ I_REV, I_HASH, I_ACCOUNT, I_HOUR, I_MERCHANT, I_EVENT, I_WHERE = range(7)
 LIVE = "live"
 ROUTED_WHERE = "routed"
 
-Signer = Callable[[dict], str]
+Signer = Callable[[dict[str, Any]], str]
 
 
 @lru_cache(maxsize=4096)
@@ -58,7 +60,8 @@ def window_fact_key(account: str, hour_us: int, revision: int) -> str:
     return f"{account}|{hour_label(hour_us)}|{revision}"
 
 
-def window_content(account: str, hour_us: int, payments, cats: CategoryVersions) -> dict:
+def window_content(account: str, hour_us: int, payments: Iterable[tuple[str, int, int]],
+                   cats: CategoryVersions) -> dict[str, Any]:
     """Business content of a window from its payments [(merchant, amount_cents, event_us)]:
     the one aggregation used live and by the repair rebuild."""
     total = 0
@@ -81,7 +84,8 @@ def window_content(account: str, hour_us: int, payments, cats: CategoryVersions)
             "category_counts": dict(sorted(by_cat.items()))}
 
 
-def window_fact(account: str, hour_us: int, revision: int, status: str, content: dict) -> Fact:
+def window_fact(account: str, hour_us: int, revision: int, status: str,
+                content: dict[str, Any]) -> Fact:
     pred = window_fact_key(account, hour_us, revision - 1) if revision > 1 else None
     return Fact.make(window_fact_key(account, hour_us, revision), "window",
                      window_logical_key(account, hour_us), status,
@@ -99,7 +103,8 @@ class Window:
     def __init__(self, account: str, hour: int):
         self.account = account
         self.hour = hour
-        self.payments: dict[str, list] = {}  # payment_id -> [revision, merchant, amount, event_us]
+        # payment_id -> [revision, merchant, amount, event_us]
+        self.payments: dict[str, list[Any]] = {}
         self.revision = 0
         self.content_hash = ""
         self.status = "open"
@@ -108,7 +113,7 @@ class Window:
         self.by_cat: dict[str, int] = {}  # category -> payments (names with none are absent)
         self.cls: dict[str, tuple[str, bool]] = {}  # payment_id -> (category, high risk)
 
-    def add(self, pid: str, entry: list, version: list | None) -> None:
+    def add(self, pid: str, entry: list[Any], version: list[Any] | None) -> None:
         """Add a payment [revision, merchant, amount, event_us] under its effective version."""
         self.payments[pid] = entry
         self.total += entry[2]
@@ -118,12 +123,12 @@ class Window:
         self.total -= self.payments.pop(pid)[2]
         self._unclassify(pid)
 
-    def reclassify(self, pid: str, version: list | None) -> None:
+    def reclassify(self, pid: str, version: list[Any] | None) -> None:
         """A category version changed which version holds this payment's event time."""
         self._unclassify(pid)
         self._classify(pid, version)
 
-    def _classify(self, pid: str, version: list | None) -> None:
+    def _classify(self, pid: str, version: list[Any] | None) -> None:
         if version is None:
             name, risky = UNCATEGORIZED, False
         else:
@@ -143,18 +148,18 @@ class Window:
         if risky:
             self.risk -= 1
 
-    def content(self) -> dict:
+    def content(self) -> dict[str, Any]:
         """The same dict `window_content` computes over this window's payments."""
         return {"account_id": self.account, "event_hour": hour_label(self.hour),
                 "total_cents": self.total, "payment_count": len(self.payments),
                 "risk_count": self.risk, "category_counts": dict(sorted(self.by_cat.items()))}
 
-    def dump(self) -> list:
+    def dump(self) -> list[Any]:
         return [self.account, self.hour, self.payments, self.revision, self.content_hash,
                 self.status]
 
     @classmethod
-    def load(cls, row: list, cats: CategoryVersions) -> "Window":
+    def load(cls, row: list[Any], cats: CategoryVersions) -> Window:
         """A window from its checkpoint row; the aggregates are recomputed from its payments
         under the restored category versions (they are derived, so not checkpointed)."""
         w = cls(row[0], row[1])
@@ -175,7 +180,7 @@ class LedgerOperator:
         self.key_source = key_source
         self.retention = retention_us
         self.cats = CategoryVersions()
-        self.ids: dict[str, list] = {}
+        self.ids: dict[str, list[Any]] = {}
         self.by_merchant: dict[str, list[str]] = {}
         self.windows: dict[str, Window] = {}
         self.wm = NEG_INF
@@ -304,7 +309,7 @@ class LedgerOperator:
         for acct, h in dict.fromkeys(windows):
             self._request(rec, "payment", acct, h, reason, out)
 
-    def _correct(self, rec: Record, known: list, account: str, merchant: str, hour: int,
+    def _correct(self, rec: Record, known: list[Any], account: str, merchant: str, hour: int,
                  out: Emit) -> None:
         """A higher revision replaces the payment's amount and merchant (and, if it moved, its
         window). Live only when the old and the new window are both open."""
@@ -350,7 +355,7 @@ class LedgerOperator:
             return
         # Payments of this merchant at or after the version's start may change category.
         f = v[0]
-        before: dict[str, tuple] = {}
+        before: dict[str, tuple[Any, ...] | None] = {}
         for pid in self.by_merchant.get(merchant, ()):
             ident = self.ids[pid]
             if ident[I_MERCHANT] != merchant or ident[I_EVENT] < f or ident[I_WHERE] != LIVE:
@@ -414,7 +419,7 @@ class LedgerOperator:
         self._advance(out)
 
     # ------------------------------------------------------------------ observability
-    def state_metrics(self) -> dict:
+    def state_metrics(self) -> dict[str, Any]:
         payments = sum(len(w.payments) for w in self.windows.values())
         # Rough retained bytes: identity rows ~120 B, window payments ~90 B, windows ~160 B.
         est = len(self.ids) * 120 + payments * 90 + len(self.windows) * 160 + len(self.cats) * 120
@@ -425,14 +430,14 @@ class LedgerOperator:
                 "peak": dict(self.peak), **self.counters}
 
     # ------------------------------------------------------------------ checkpoint
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {"rule_version": RULE_VERSION, "retention_us": self.retention, "wm": self.wm,
                 "ids": self.ids, "by_merchant": self.by_merchant,
                 "windows": [w.dump() for w in self.windows.values()],
                 "categories": self.cats.snapshot(), "counters": self.counters,
                 "peak": self.peak}
 
-    def restore(self, snap: dict) -> None:
+    def restore(self, snap: dict[str, Any]) -> None:
         if snap["rule_version"] != RULE_VERSION:
             raise ValueError(f"checkpoint rule version {snap['rule_version']} != {RULE_VERSION}")
         self.retention = snap["retention_us"]

@@ -21,6 +21,8 @@ whatever the registry's pointer says by then."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import heapq
 from bisect import bisect_left
 
@@ -52,8 +54,8 @@ T, ID, AMOUNT, STORE, REV, CNT, AMT, MODEL, STATE = range(9)
 PENDING, SCORED, HISTORY = 0, 1, 2  # HISTORY: a reconciliation record, never scored live
 
 
-def _entry_time(e: list) -> int:
-    return e[T]
+def _entry_time(e: list[Any]) -> int:
+    return cast(int, e[T])
 
 
 def decision_key(receipt_id: str, scoring_revision: int) -> str:
@@ -92,17 +94,19 @@ class ReceiptScorer:
                  tolerance_us: int = TOLERANCE_US):
         self.model = model
         self.pin_seq = pin_seq
+        # Where the host pins a model from when neither the checkpoint nor the store holds one.
+        self.model_dir: str | None = None
         self.tolerance = tolerance_us
         self.wm = NEG_INF
-        self.by_merchant: dict[str, list[list]] = {}  # sorted by (t, id)
+        self.by_merchant: dict[str, list[list[Any]]] = {}  # sorted by (t, id)
         # Beside each merchant's entries, in the same order: their times and amounts, so the
         # window lookups bisect plain ints and sum a slice in C (derived, not checkpointed).
         self._times: dict[str, list[int]] = {}
         self._amounts: dict[str, list[int]] = {}
-        self.entries: dict[str, list] = {}  # receipt_id -> entry (also in by_merchant)
+        self.entries: dict[str, list[Any]] = {}  # receipt_id -> entry (also in by_merchant)
         self.merchant_of: dict[str, str] = {}
         # receipt_id -> [payload_hash, occurred_us] for duplicate detection
-        self.ids: dict[str, list] = {}
+        self.ids: dict[str, list[Any]] = {}
         self.pending: list[tuple[int, str]] = []  # (t, id) not yet scored
         self._evict: list[tuple[int, str, str]] = []  # (t, merchant, id)
         self._id_evict: list[tuple[int, str]] = []
@@ -112,11 +116,18 @@ class ReceiptScorer:
         self.peak = {"records": 0, "bytes": 0}
 
     # ------------------------------------------------------------------ pinning
+    @property
+    def pinned(self) -> Model:
+        """The pinned model; the host pins one before the first record (pipelines/receipts)."""
+        if self.model is None:
+            raise RuntimeError("the receipt scorer has no pinned model")
+        return self.model
+
     def pin(self, model: Model, pin_seq: int) -> None:
         self.model = model
         self.pin_seq = pin_seq
 
-    def adopt_decision(self, receipt_id: str, payload: dict) -> bool:
+    def adopt_decision(self, receipt_id: str, payload: dict[str, Any]) -> bool:
         """Take a decision written outside the live path (reconciliation or re-pinning) as the
         entry's current one, so a later live rescore continues its revision chain."""
         e = self.entries.get(receipt_id)
@@ -182,7 +193,7 @@ class ReceiptScorer:
             heapq.heappush(self.pending, (t, rec.id))
         self._track_peak()
 
-    def _insert(self, rec: Record, state: int) -> list:
+    def _insert(self, rec: Record, state: int) -> list[Any]:
         t, rid, amount = rec.event_us, rec.id, rec.payload["amount_cents"]
         e = [t, rid, amount, rec.payload["store_id"], 0, 0, 0, None, state]
         lst = self.by_merchant.setdefault(rec.key, [])
@@ -231,18 +242,20 @@ class ReceiptScorer:
         hi = bisect_left(times, t, lo)
         return hi - lo, sum(self._amounts[merchant][lo:hi])
 
-    def _score(self, e: list, merchant: str, out: Emit) -> None:
+    def _score(self, e: list[Any], merchant: str, out: Emit) -> None:
+        model = self.pinned
         cnt, amt = self._features(merchant, e[T])
-        e[REV], e[CNT], e[AMT], e[MODEL], e[STATE] = 1, cnt, amt, self.model.revision, SCORED
+        e[REV], e[CNT], e[AMT], e[MODEL], e[STATE] = 1, cnt, amt, model.revision, SCORED
         self.counters["scored"] += 1
         out.fact(decision_fact(
             receipt_id=e[ID], merchant_id=merchant, store_id=e[STORE], occurred_us=e[T],
-            amount_cents=e[AMOUNT], scoring_revision=1, model=self.model, count=cnt,
+            amount_cents=e[AMOUNT], scoring_revision=1, model=model, count=cnt,
             amount_7m=amt, watermark_us=self.wm, status="live", origin="live",
             reason="watermark_passed_occurrence"))
 
     def _rescore_after(self, merchant: str, t: int, cause: str, out: Emit) -> None:
         """Rescore scored receipts in (t, t + 7 min] whose features the receipt at t changed."""
+        model = self.pinned
         lst = self.by_merchant.get(merchant, ())
         i = bisect_left(self._times.get(merchant, ()), t + 1)
         while i < len(lst) and lst[i][T] <= t + WINDOW_US:
@@ -251,14 +264,14 @@ class ReceiptScorer:
             if e[STATE] != SCORED:
                 continue
             cnt, amt = self._features(merchant, e[T])
-            if (cnt, amt, self.model.revision) == (e[CNT], e[AMT], e[MODEL]):
+            if (cnt, amt, model.revision) == (e[CNT], e[AMT], e[MODEL]):
                 continue
             prev = e[REV]
-            e[REV], e[CNT], e[AMT], e[MODEL] = prev + 1, cnt, amt, self.model.revision
+            e[REV], e[CNT], e[AMT], e[MODEL] = prev + 1, cnt, amt, model.revision
             self.counters["rescored_live"] += 1
             out.fact(decision_fact(
                 receipt_id=e[ID], merchant_id=merchant, store_id=e[STORE], occurred_us=e[T],
-                amount_cents=e[AMOUNT], scoring_revision=prev + 1, model=self.model,
+                amount_cents=e[AMOUNT], scoring_revision=prev + 1, model=model,
                 count=cnt, amount_7m=amt, watermark_us=self.wm, status="rescored",
                 origin="live", reason=f"late_within_tolerance:{cause}",
                 predecessor_revision=prev))
@@ -305,7 +318,7 @@ class ReceiptScorer:
         self.on_watermark(TOPIC, POS_INF, out)
 
     # ------------------------------------------------------------------ state
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {
             "model": {"revision": self.model.revision, "artifact": self.model.artifact,
                       "pin_seq": self.pin_seq} if self.model else None,
@@ -315,7 +328,7 @@ class ReceiptScorer:
             "counters": self.counters, "peak": self.peak,
         }
 
-    def restore(self, snap: dict) -> None:
+    def restore(self, snap: dict[str, Any]) -> None:
         m = snap["model"]
         if m is not None:
             self.model = Model.from_artifact(m["artifact"], expect_revision=m["revision"])
@@ -352,7 +365,7 @@ class ReceiptScorer:
         # Entries are 9 small fields; ~160 B each in CPython plus the id map.
         return len(self.entries) * 160 + len(self.ids) * 90
 
-    def state_metrics(self) -> dict:
+    def state_metrics(self) -> dict[str, Any]:
         return {"state_records": len(self.entries), "state_bytes": self._bytes(),
                 "pending": len(self.pending), "dedup_ids": len(self.ids),
                 "merchants": len(self.by_merchant), "watermark": us_to_iso(self.wm),
