@@ -161,22 +161,13 @@ def test_repair_run_on_a_store_no_pipeline_wrote_fails(store_url, tmp_path):
 
 
 def test_rescore_refuses_while_a_sink_exception_is_open(store_url, tmp_path):
-    from streaming.operators.base import Fact
-
-    from streaming.store.ops import write_facts
     from .receiptsutil import rcpt, write_log
+    from .sinkutil import write_conflicting_copy
     models = tmp_path / "models"
     src = write_log(tmp_path / "log", {0: [rcpt("a", "m1", 1), rcpt("b", "m1", 3)]})
     run_scorer(src, store_url, models, end_of_stream=True)
-
-    def clash(store):
-        f = store.facts("receipts")[0]
-        fact = Fact(fact_key=f["fact_key"], kind=f["kind"],
-                               logical_key=f["logical_key"], status=f["status"],
-                               payload_hash="c" * 64, payload={"x": 1}, predecessor_key=None)
-        with store.engine.begin() as conn:
-            return write_facts(conn, "receipts", [fact], None).rejected
-    assert with_store(store_url, clash) == 1
+    assert with_store(store_url,
+                      lambda s: write_conflicting_copy(s, "receipts").rejected) == 1
     from streaming.models.registry import Registry
     from .receiptsutil import stricter_artifact
     stricter = Registry(str(models)).register(stricter_artifact())

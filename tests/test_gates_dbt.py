@@ -51,21 +51,14 @@ def test_release_gates_fail_on_an_empty_store(tmp_path):
 
 
 def test_open_sink_exception_fails_the_release_gates_until_resolved(seed_dir, tmp_path):
-    from streaming.operators.base import Fact
-
     from streaming.gates import resolve
-    from streaming.store.ops import write_facts
     from tests.orchestration_helpers import live_seed
+    from tests.sinkutil import write_conflicting_copy
     project, env = _project(tmp_path)
     url = f"sqlite:///{tmp_path}/ops.sqlite"
     live_seed(seed_dir[0], url)
     store = Store(url)
-    f = store.facts("join", "pair")[0]
-    clash = Fact(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
-                            status=f["status"], payload_hash="d" * 64, payload={"x": 1},
-                            predecessor_key=None)
-    with store.engine.begin() as conn:
-        assert write_facts(conn, "join", [clash], None).rejected == 1
+    assert write_conflicting_copy(store, "join", "pair").rejected == 1
     warehouse = str(tmp_path / "warehouse.duckdb")
     with duckdb.connect(warehouse) as con:
         ingest(store, con)

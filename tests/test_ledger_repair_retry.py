@@ -7,20 +7,19 @@ development key; open ledger blockers hold every repair. SQLite and PostgreSQL."
 from __future__ import annotations
 
 import os
-from streaming.operators.base import Fact
-
 import orjson
 import pytest
 from sqlalchemy import select, update
 
 from streaming.repairs.ledger import DEV_KEY, RepairKey, run_ledger_repairs
 from streaming.store import schema as S
-from streaming.store.ops import Store, write_facts
+from streaming.store.ops import Store
 from streaming.store.tables_ledger import ledger_repair_attempts as RA
 from streaming.store.tables_ledger import ledger_repair_requests as RR
 from riskstream_tools.workloads.ledger_seed import generate
 
 from .ledgerutil import cli, run_ledger, windows
+from .sinkutil import write_conflicting_copy
 
 H10 = ("acct-8", "2026-10-06T10:00Z")
 K1 = RepairKey(b"k1", "env")
@@ -214,13 +213,7 @@ def test_open_ledger_blocker_holds_the_repair_and_a_never_run_ledger_fails(sourc
     run_ledger(source, store_url, key=K1, end_of_stream=True)
     store = Store(store_url)
     try:
-        f = store.facts("ledger", "window")[0]
-        clash = Fact(fact_key=f["fact_key"], kind=f["kind"],
-                                logical_key=f["logical_key"], status=f["status"],
-                                payload_hash="e" * 64, payload={"x": 1}, payload_json=None,
-                                predecessor_key=None)
-        with store.engine.begin() as conn:
-            assert write_facts(conn, "ledger", [clash], None).rejected == 1
+        assert write_conflicting_copy(store, "ledger", "window").rejected == 1
     finally:
         store.dispose()
     out = cli("repair", "--store", store_url, env={"RISKSTREAM_REPAIR_KEY": "k1"})

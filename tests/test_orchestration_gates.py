@@ -3,15 +3,14 @@ applies nothing while the ledger has an open sink exception, and runs once it is
 
 from __future__ import annotations
 
-from streaming.operators.base import Fact
-
 import pytest
 
 from streaming.gates import resolve
-from streaming.store.ops import Store, write_facts
+from streaming.store.ops import Store
 from streaming.store.tables_ledger import ledger_repair_requests as RR
 from tests.ledgerutil import ENV_KEY, run_ledger
 from tests.orchestration_helpers import resources
+from tests.sinkutil import write_conflicting_copy
 
 pytestmark = pytest.mark.dagster
 
@@ -26,12 +25,7 @@ def test_ledger_repair_job_holds_on_an_open_sink_exception(tmp_path, monkeypatch
     url = f"sqlite:///{tmp_path}/ops.sqlite"
     run_ledger(str(src), url, end_of_stream=True)
     store = Store(url)
-    f = store.facts("ledger", "window")[0]
-    clash = Fact(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
-                            status=f["status"], payload_hash="b" * 64, payload={"x": 1},
-                            predecessor_key=None)
-    with store.engine.begin() as conn:
-        assert write_facts(conn, "ledger", [clash], None).rejected == 1
+    assert write_conflicting_copy(store, "ledger", "window").rejected == 1
     job = build_defs(resources(url, str(tmp_path / "wh.duckdb"))).get_job_def("ledger_repair")
     (tmp_path / "home").mkdir()
     with instance_for_test(temp_dir=str(tmp_path / "home")) as instance:

@@ -6,8 +6,6 @@ and `repair run` says so with both times."""
 
 from __future__ import annotations
 
-from streaming.operators.base import Fact
-
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import update
@@ -16,9 +14,10 @@ from streaming import join_published as G
 from streaming.cli.main import cli
 from streaming.join_held import held_entry_sets, retry_cause, watermark_wait
 from streaming.store import schema as S
-from streaming.store.ops import Store, write_facts
+from streaming.store.ops import Store
 from streaming.timeutil import US_PER_HOUR
 from tests.orchestration_helpers import fresh_warehouse, live_seed, prepared_manifest, resources
+from tests.sinkutil import write_conflicting_copy
 
 pytestmark = pytest.mark.dagster
 
@@ -56,14 +55,9 @@ def _run(env, req):
 
 def _join_sink_exception(store) -> str:
     """A second writer rewrites one committed join fact with other content."""
-    f = store.facts("join", "outcome")[0]
-    clash = Fact(fact_key=f["fact_key"], kind=f["kind"], logical_key=f["logical_key"],
-                            status=f["status"], payload_hash="f" * 64,
-                            payload={"rewritten": True}, predecessor_key=None)
-    with store.engine.begin() as conn:
-        res = write_facts(conn, "join", [clash], None)
+    res = write_conflicting_copy(store, "join", "outcome")
     assert res.rejected == 1
-    return f["fact_key"]
+    return res.rejected_keys[0]
 
 
 def test_open_exception_holds_then_retry_publishes_once_resolved(env):
