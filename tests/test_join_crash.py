@@ -4,24 +4,14 @@ uninterrupted run."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from streaming.store.ops import Store
 
 from .joinutil import pairs
+from .receiptsutil import riskstream
 
 ARGS = ["--checkpoint-every", "120", "--batch-size", "40", "--end-of-stream", "--quiet"]
-
-
-def riskstream(*args, check=True):
-    proc = subprocess.run([sys.executable, "-m", "streaming.cli.main", *args],
-                          capture_output=True, text=True, timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 def fact_set(url):

@@ -10,6 +10,15 @@ import orjson
 from .receiptsutil import rcpt, run_scorer, with_store
 
 
+def _score_lines(lines: list[bytes], store_url, tmp_path) -> None:
+    """Score a one-partition log holding exactly `lines`, in this order (receiptsutil's
+    write_log would sort them by upload time, and cannot write a line that is not JSON)."""
+    os.makedirs(tmp_path / "log" / "receipts")
+    with open(tmp_path / "log" / "receipts" / "p0.jsonl", "wb") as fh:
+        fh.write(b"\n".join(lines) + b"\n")
+    run_scorer(tmp_path / "log", store_url, tmp_path / "models", end_of_stream=True)
+
+
 def test_bad_receipts_are_quarantined_with_reasons(store_url, tmp_path):
     naive = rcpt("naive", "m1", 2)
     naive["occurred_at"] = naive["occurred_at"].replace("Z", "")
@@ -21,10 +30,7 @@ def test_bad_receipts_are_quarantined_with_reasons(store_url, tmp_path):
     lines = [orjson.dumps(rcpt("ok", "m1", 1)), orjson.dumps(naive), orjson.dumps(floaty),
              orjson.dumps(future), b"{not json", orjson.dumps(missing),
              orjson.dumps(rcpt("ok2", "m1", 6))]
-    os.makedirs(tmp_path / "log" / "receipts")
-    with open(tmp_path / "log" / "receipts" / "p0.jsonl", "wb") as fh:
-        fh.write(b"\n".join(lines) + b"\n")
-    run_scorer(tmp_path / "log", store_url, tmp_path / "models", end_of_stream=True)
+    _score_lines(lines, store_url, tmp_path)
     q = with_store(store_url, lambda s: s.quarantine_rows("receipts"))
     assert [(r["offset"], r["reason"]) for r in q] == [
         (1, "naive_time"), (2, "non_integer_cents"), (3, "event_time_after_arrival"),
@@ -44,10 +50,7 @@ def test_receipts_out_of_bounds_are_quarantined_and_the_run_goes_on(store_url, t
                  .replace("Z", "+00:00")}
     lines = [orjson.dumps(o) for o in (rcpt("ok", "m1", 1), big1, big2, piped, nul, long_store,
                                        respelled, rcpt("ok2", "m1", 4))]
-    os.makedirs(tmp_path / "log" / "receipts")
-    with open(tmp_path / "log" / "receipts" / "p0.jsonl", "wb") as fh:
-        fh.write(b"\n".join(lines) + b"\n")
-    run_scorer(tmp_path / "log", store_url, tmp_path / "models", end_of_stream=True)
+    _score_lines(lines, store_url, tmp_path)
     q = with_store(store_url, lambda s: s.quarantine_rows("receipts"))
     assert [(r["offset"], r["reason"]) for r in q] == [
         (1, "out_of_range"), (2, "out_of_range"), (3, "bad_id"), (4, "bad_id"), (5, "bad_id")]

@@ -46,6 +46,15 @@ def _run(args, store_url, tmp_path):
     return CliRunner().invoke(cli, args + ["--store", store_url], env=env)
 
 
+def _table_names(url: str) -> list[str]:
+    engine = create_engine(normalize_url(url))
+    try:
+        with engine.connect() as conn:
+            return inspect(conn).get_table_names()
+    finally:
+        engine.dispose()
+
+
 @pytest.mark.parametrize("args", READ_COMMANDS, ids=lambda a: " ".join(a))
 def test_missing_sqlite_store_is_refused_and_not_created(args, tmp_path):
     path = tmp_path / "no-such-dir" / "no-such-store.sqlite"
@@ -74,12 +83,7 @@ def test_empty_postgres_database_is_refused_and_gets_no_tables(args, pg_url, tmp
     res = _run(args, pg_url, tmp_path)
     assert res.exit_code == STORE_MISSING_EXIT, res.output
     assert "no riskstream store at" in res.output
-    engine = create_engine(normalize_url(pg_url))
-    try:
-        with engine.connect() as conn:
-            assert inspect(conn).get_table_names() == []
-    finally:
-        engine.dispose()
+    assert _table_names(pg_url) == []
 
 
 def test_missing_postgres_database_is_refused(pg_url, tmp_path):
@@ -116,12 +120,7 @@ def test_dagster_store_resource_refuses_an_empty_postgres_database(pg_url):
     with pytest.raises(StoreMissing, match="no riskstream store at"):
         with StoreResource(url=pg_url).session():
             pass
-    engine = create_engine(normalize_url(pg_url))
-    try:
-        with engine.connect() as conn:
-            assert inspect(conn).get_table_names() == []
-    finally:
-        engine.dispose()
+    assert _table_names(pg_url) == []
 
 
 def test_rebuild_command_refuses_a_missing_store(tmp_path):
