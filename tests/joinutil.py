@@ -12,8 +12,9 @@ from streaming.contracts import PAYMENT, RISK_SIGNAL, validate
 from streaming.host.loop import Worker
 from streaming.host.settings import RunSettings
 from streaming.pipelines.join import SPEC
-from streaming.store.ops import Store
 from streaming.timeutil import US_PER_MIN, iso
+
+from .storeutil import with_store
 
 T0 = datetime(2026, 10, 6, 10, 0, tzinfo=timezone.utc)
 
@@ -54,19 +55,11 @@ def write_log(root, parts: dict[tuple[str, int], list[dict | bytes]],
 
 def run_join(source, store_url, **kw):
     settings = RunSettings(source=str(source), store_url=store_url, **kw)
-    store = Store(store_url)
-    try:
-        return Worker(SPEC, settings, store=store).run()
-    finally:
-        store.dispose()
+    return with_store(store_url, lambda store: Worker(SPEC, settings, store=store).run())
 
 
 def pairs(store_url, include_retired=False):
-    store = Store(store_url)
-    try:
-        return pair_rows(store, include_retired)
-    finally:
-        store.dispose()
+    return with_store(store_url, lambda store: pair_rows(store, include_retired))
 
 
 def pair_set(store_url):
@@ -74,11 +67,8 @@ def pair_set(store_url):
 
 
 def outcomes(store_url):
-    store = Store(store_url)
-    try:
-        return {r["payment_id"]: r for r in outcome_rows(store)}
-    finally:
-        store.dispose()
+    return with_store(store_url,
+                      lambda store: {r["payment_id"]: r for r in outcome_rows(store)})
 
 
 def record(obj, partition=0, offset=0):

@@ -19,6 +19,8 @@ from streaming.pipelines.ledger import MERCHANT_CATEGORY, make_spec, run_extra
 from streaming.repairs.ledger import RepairKey
 from streaming.store.ops import Store
 
+from .storeutil import with_store
+
 TEST_KEY = RepairKey(b"ledger-test-key", "env")
 ENV_KEY = {"RISKSTREAM_REPAIR_KEY": "ledger-test-key"}
 
@@ -50,11 +52,8 @@ class Driver:
 
 def run_ledger(source: str, store_url: str, key: RepairKey = TEST_KEY, **kw):
     settings = RunSettings(source=source, store_url=store_url, extra=run_extra(key), **kw)
-    store = Store(store_url)
-    try:
-        return Worker(make_spec(key), settings, store=store).run()
-    finally:
-        store.dispose()
+    return with_store(store_url,
+                      lambda store: Worker(make_spec(key), settings, store=store).run())
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -64,11 +63,7 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 
 def windows(store_url: str, include_all: bool = False) -> list[dict]:
-    store = Store(store_url)
-    try:
-        return window_rows(store, include_all)
-    finally:
-        store.dispose()
+    return with_store(store_url, lambda store: window_rows(store, include_all))
 
 
 def facts_digest(store: Store) -> tuple[int, str]:

@@ -17,8 +17,9 @@ from streaming.host.settings import RunSettings
 from streaming.models.registry import INITIAL_ARTIFACT, Registry
 from streaming.pipelines.receipts import RECEIPT, SPEC
 from streaming.pipelines.receipts_release import active, decision_facts
-from streaming.store.ops import Store
 from streaming.timeutil import iso
+
+from .storeutil import with_store
 
 T0 = datetime(2026, 10, 6, 9, 0, tzinfo=timezone.utc)
 
@@ -65,11 +66,7 @@ def stricter_artifact() -> dict:
 def run_scorer(source, store_url, model_dir, **kw):
     settings = RunSettings(source=str(source), store_url=store_url,
                            extra={"model_dir": str(model_dir)}, **kw)
-    store = Store(store_url)
-    try:
-        return Worker(SPEC, settings, store=store).run()
-    finally:
-        store.dispose()
+    return with_store(store_url, lambda store: Worker(SPEC, settings, store=store).run())
 
 
 def riskstream(*args, check=True):
@@ -78,14 +75,6 @@ def riskstream(*args, check=True):
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
-
-
-def with_store(url, fn):
-    store = Store(url)
-    try:
-        return fn(store)
-    finally:
-        store.dispose()
 
 
 def active_by_receipt(url) -> dict[str, dict]:

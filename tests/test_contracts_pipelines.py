@@ -10,20 +10,12 @@ import orjson
 
 from riskstream_tools.workloads.ledger_seed import at as lat
 from riskstream_tools.workloads.ledger_seed import payment, version
-from streaming.store.ops import Store
 
 from .joinutil import pair_set, pay, run_join, sig, write_log
 from .ledgerutil import run_ledger, windows
+from .storeutil import with_store
 
 M = "merchant-1"
-
-
-def _store(url, fn):
-    store = Store(url)
-    try:
-        return fn(store)
-    finally:
-        store.dispose()
 
 
 def test_join_quarantines_poison_records_and_counts_respelled_duplicates(store_url, tmp_path):
@@ -45,13 +37,13 @@ def test_join_quarantines_poison_records_and_counts_respelled_duplicates(store_u
                {**s1, "event_time": "2026-10-06T09:00:00-01:00"}, sig("b\u001fc", M, 0)]
     src = write_log(tmp_path / "log", {("payments", 0): payments, ("risk_signals", 0): signals})
     run_join(src, store_url, end_of_stream=True)
-    q = _store(store_url, lambda s: s.quarantine_rows("join"))
+    q = with_store(store_url, lambda s: s.quarantine_rows("join"))
     assert [(r["topic"], r["offset"], r["reason"]) for r in q] == [
         ("payments", 2, "out_of_range"), ("payments", 3, "out_of_range"),
         ("payments", 4, "bad_id"), ("payments", 5, "bad_id"), ("payments", 6, "bad_id"),
         ("payments", 7, "out_of_range"),
         ("risk_signals", 1, "out_of_range"), ("risk_signals", 3, "bad_id")]
-    acct = _store(store_url, lambda s: s.accounting("join"))
+    acct = with_store(store_url, lambda s: s.accounting("join"))
     assert [(a["topic"], a["read"], a["accepted"], a["duplicate"], a["quarantined"],
              a["closes"]) for a in acct] == [("payments", 9, 2, 1, 6, True),
                                              ("risk_signals", 4, 1, 1, 2, True)]
@@ -73,7 +65,7 @@ def test_ledger_quarantines_amounts_that_would_overflow_a_window(store_url, tmp_
         fh.write(orjson.dumps(version("v-1", "m-1", "grocery", False, lat(0), None, lat(7)))
                  + b"\n")
     run_ledger(str(root), store_url, end_of_stream=True)
-    q = _store(store_url, lambda s: s.quarantine_rows("ledger"))
+    q = with_store(store_url, lambda s: s.quarantine_rows("ledger"))
     assert [(r["offset"], r["reason"]) for r in q] == [(0, "out_of_range"), (1, "out_of_range")]
     totals = {(w["account_id"], w["event_hour"]): w["total_cents"] for w in windows(store_url)}
     assert totals[("acct-1", "2026-10-06T10:00Z")] == 700
@@ -88,12 +80,12 @@ def test_join_quarantines_a_line_with_raw_nul_and_invalid_utf8_and_goes_on(store
     src = write_log(tmp_path / "log", {("payments", 0): [nul_line, bad_utf8, pay("p-2", M, 1)],
                                        ("risk_signals", 0): [sig("s-1", M, 0)]})
     run_join(src, store_url, end_of_stream=True)
-    q = _store(store_url, lambda s: s.quarantine_rows("join"))
+    q = with_store(store_url, lambda s: s.quarantine_rows("join"))
     assert [(r["topic"], r["offset"], r["reason"]) for r in q] == [
         ("payments", 0, "malformed_json"), ("payments", 1, "invalid_utf8")]
     assert q[0]["raw"] == good[:-1].decode() + ',"note":"a\\x00b"}'
     assert q[1]["raw"] == '{"payment_id": "p-\\xff"}'
-    acct = _store(store_url, lambda s: s.accounting("join"))
+    acct = with_store(store_url, lambda s: s.accounting("join"))
     assert [(a["topic"], a["read"], a["accepted"], a["quarantined"], a["closes"])
             for a in acct] == [("payments", 3, 1, 2, True), ("risk_signals", 1, 1, 0, True)]
     assert pair_set(store_url) == {("p-2", "s-1")}

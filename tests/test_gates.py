@@ -162,7 +162,7 @@ def test_repair_run_on_a_store_no_pipeline_wrote_fails(store_url, tmp_path):
 
 def test_rescore_refuses_while_a_sink_exception_is_open(store_url, tmp_path):
     from .receiptsutil import rcpt, write_log
-    from .sinkutil import write_conflicting_copy
+    from .storeutil import write_conflicting_copy
     models = tmp_path / "models"
     src = write_log(tmp_path / "log", {0: [rcpt("a", "m1", 1), rcpt("b", "m1", 3)]})
     run_scorer(src, store_url, models, end_of_stream=True)

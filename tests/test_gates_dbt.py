@@ -53,7 +53,7 @@ def test_release_gates_fail_on_an_empty_store(tmp_path):
 def test_open_sink_exception_fails_the_release_gates_until_resolved(seed_dir, tmp_path):
     from streaming.gates import resolve
     from tests.orchestration_helpers import live_seed
-    from tests.sinkutil import write_conflicting_copy
+    from tests.storeutil import write_conflicting_copy
     project, env = _project(tmp_path)
     url = f"sqlite:///{tmp_path}/ops.sqlite"
     live_seed(seed_dir[0], url)

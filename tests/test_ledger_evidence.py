@@ -10,9 +10,10 @@ import pytest
 from sqlalchemy import select
 
 from streaming.store import schema as S
-from streaming.store.ops import Store, loads
+from streaming.store.ops import loads
 
 from .ledgerutil import cli
+from .storeutil import with_store
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -30,14 +31,6 @@ def packet(tmp_path_factory):
     return out, ev, urls
 
 
-def _with_store(url, fn):
-    store = Store(url)
-    try:
-        return fn(store)
-    finally:
-        store.dispose()
-
-
 def test_backlog_matches_the_pressure_store(packet):
     out, ev, urls = packet
     b = ev["backlog"]
@@ -46,7 +39,7 @@ def test_backlog_matches_the_pressure_store(packet):
         runs = store.rows(select(S.runs).where(S.runs.c.pipeline == "ledger"))
         return [loads(r["result"]) for r in runs], store.metrics_trace("ledger")
 
-    results, trace = _with_store(urls["pressure"], read)
+    results, trace = with_store(urls["pressure"], read)
     (result,) = results
     # The peak is the throttle report's, as the run stored it: the limit of the workload.
     assert b["report"]["peak_backlog"] == result["backlog"]["peak_backlog"] == 240
@@ -93,7 +86,7 @@ def test_reconciliation_and_checkpoint_meta(packet):
             with open(os.path.join(tdir, name), "rb") as fh:
                 lines[f"{topic}:{name[1:-len('.jsonl')]}"] = sum(1 for _ in fh)
     assert ck["positions"] == lines
-    stored = _with_store(urls["scenario"], lambda s: s.latest_checkpoint("ledger"))
+    stored = with_store(urls["scenario"], lambda s: s.latest_checkpoint("ledger"))
     assert ck["id"] == stored["id"]
     assert ck["code_revision"] == loads(stored["meta"])["code_revision"]
     md = open(os.path.join(out, "evidence.md"), encoding="utf-8").read()
@@ -131,7 +124,7 @@ def test_crash_replay_transcript_and_sink_idempotency(packet):
     stores = os.path.join(out, "stores")
 
     def facts(name):
-        return _with_store(f"sqlite:///{os.path.join(stores, name + '.sqlite')}",
+        return with_store(f"sqlite:///{os.path.join(stores, name + '.sqlite')}",
                            lambda s: ({(f["fact_key"], f["payload_hash"])
                                        for f in s.facts("ledger")},
                                       s.sink_exception_rows("ledger")))

@@ -19,7 +19,7 @@ from streaming.store.tables_ledger import ledger_repair_requests as RR
 from riskstream_tools.workloads.ledger_seed import generate
 
 from .ledgerutil import cli, run_ledger, windows
-from .sinkutil import write_conflicting_copy
+from .storeutil import write_conflicting_copy
 
 H10 = ("acct-8", "2026-10-06T10:00Z")
 K1 = RepairKey(b"k1", "env")

@@ -10,7 +10,7 @@ from streaming.store.ops import Store
 from streaming.store.tables_ledger import ledger_repair_requests as RR
 from tests.ledgerutil import ENV_KEY, run_ledger
 from tests.orchestration_helpers import resources
-from tests.sinkutil import write_conflicting_copy
+from tests.storeutil import write_conflicting_copy
 
 pytestmark = pytest.mark.dagster
 

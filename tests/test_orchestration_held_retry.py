@@ -17,7 +17,7 @@ from streaming.store import schema as S
 from streaming.store.ops import Store
 from streaming.timeutil import US_PER_HOUR
 from tests.orchestration_helpers import fresh_warehouse, live_seed, prepared_manifest, resources
-from tests.sinkutil import write_conflicting_copy
+from tests.storeutil import write_conflicting_copy
 
 pytestmark = pytest.mark.dagster
 

@@ -1,10 +1,24 @@
-"""A second writer for tests of what an open sink exception holds: it rewrites one committed
-fact under its key with other content, which the sink rejects and records as an exception."""
+"""Store helpers for tests: open a store for one piece of work (and always close it), and a
+second writer that rewrites one committed fact under its key with other content, which the
+sink rejects and records as an open sink exception."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from streaming.operators.base import Fact
 from streaming.store.ops import SinkResult, Store, write_facts
+
+T = TypeVar("T")
+
+
+def with_store(url: str, fn: Callable[[Store], T]) -> T:
+    store = Store(url)
+    try:
+        return fn(store)
+    finally:
+        store.dispose()
 
 
 def write_conflicting_copy(store: Store, pipeline: str, kind: str | None = None) -> SinkResult:
