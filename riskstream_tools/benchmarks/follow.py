@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 
 from sqlalchemy import func, select
 
@@ -40,6 +41,8 @@ from .scenarios import (
     PG_ADMIN_DEFAULT,
     PG_ADMIN_ENV,
     _timed_join_reference,
+    result_fields,
+    vm_hwm_mib,
 )
 
 NATS_ENV = "RISKSTREAM_NATS_SERVER"
@@ -79,21 +82,10 @@ def _follow(url: str, store: str, *extra: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _vm_hwm_mib(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
 def _stop(procs: list[subprocess.Popen]) -> float:
     """SIGTERM every worker (they finish the batch in hand and checkpoint); returns the largest
     peak RSS among them, read before the signal."""
-    peak = max((_vm_hwm_mib(p.pid) for p in procs), default=0.0)
+    peak = max((vm_hwm_mib(p.pid) or 0.0 for p in procs), default=0.0)
     for p in procs:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
@@ -200,15 +192,9 @@ def _sink_vs_reference(store_url: str, rec: str) -> dict:
 def _shape(scenario: str, n: int, seconds: float, peak: float, cmp: dict, **extra) -> dict:
     """The common JSON fields. The reference rate is the file-log reference's (decode and
     probe), so `ratio` says how far live following is from recomputing the answer offline."""
-    ref_s = cmp["ref_s"]
-    out = {"scenario": scenario, "events": n, "seconds": round(seconds, 3),
-           "events_per_s": round(n / seconds) if seconds else None,
-           "reference_events_per_s": round(n / ref_s) if ref_s else None,
-           "ratio": round(ref_s / seconds, 4) if seconds else None,
-           "peak_rss_mib": round(peak, 1),
-           "reference_equal": cmp["live"] == cmp["ref"] and len(cmp["ref"]) > 0,
-           "pairs": len(cmp["live"]), "reference_pairs": len(cmp["ref"])}
-    out.update(extra)
+    out = result_fields(scenario, n, seconds, cmp["ref_s"], peak)
+    out.update({"reference_equal": cmp["live"] == cmp["ref"] and len(cmp["ref"]) > 0,
+                "pairs": len(cmp["live"]), "reference_pairs": len(cmp["ref"])}, **extra)
     return out
 
 
@@ -216,21 +202,31 @@ def _follow_events(n: int) -> int:
     return min(n, int(os.environ.get(FOLLOW_EVENTS_ENV, FOLLOW_EVENTS_DEFAULT)))
 
 
-def _throughput(scenario: str, workdir: str, n: int, workers: int) -> dict:
+@dataclass
+class _FollowRun:
+    seconds: float  # from the start of publishing until the store's journal holds every record
+    publish_seconds: float  # from the start of publishing until the producer returned
+    peak_rss_mib: float
+    cmp: dict  # `_sink_vs_reference`
+
+
+def _publish_while_following(workdir: str, seed: int, n: int, tag: str,
+                             assignments: list[list[str]], rate: int | None = None) -> _FollowRun:
+    """Start one follow worker per entry of `assignments` (its extra arguments) on a new stream
+    and a throwaway database, publish the recording of `seed` (at `rate` events/s, or as fast
+    as the server acknowledges) once they are up, wait until every record is consumed, stop
+    the workers and compare the sink with the reference."""
     from streaming.sources.nats_publish import delete_stream
-    n = _follow_events(n)
-    rec = _recording(workdir, 11, n)
-    url = _stream(f"w{workers}")
+    rec = _recording(workdir, seed, n)
+    url = _stream(tag)
     db = _Database()
     try:
         _empty_layout(url, workdir)
-        assignments = [[]] if workers == 1 else [["--worker", f"{i}/{workers}"]
-                                                 for i in range(workers)]
         procs = [_follow(url, db.url, *a) for a in assignments]
         try:
             time.sleep(STARTUP_S)
             t0 = time.monotonic()
-            _cli(*_publish_args(rec, url))
+            _cli(*_publish_args(rec, url, rate))
             published = time.monotonic()
             done = _wait(db.url, n, procs)
         finally:
@@ -239,8 +235,16 @@ def _throughput(scenario: str, workdir: str, n: int, workers: int) -> dict:
         cmp = _sink_vs_reference(db.url, rec)
     finally:
         db.drop()
-    return _shape(scenario, n, done - t0, peak, cmp, workers=workers,
-                  publish_seconds=round(published - t0, 3))
+    return _FollowRun(done - t0, published - t0, peak, cmp)
+
+
+def _throughput(scenario: str, workdir: str, n: int, workers: int) -> dict:
+    n = _follow_events(n)
+    assignments = [[]] if workers == 1 else [["--worker", f"{i}/{workers}"]
+                                             for i in range(workers)]
+    run = _publish_while_following(workdir, 11, n, f"w{workers}", assignments)
+    return _shape(scenario, n, run.seconds, run.peak_rss_mib, run.cmp, workers=workers,
+                  publish_seconds=round(run.publish_seconds, 3))
 
 
 def follow_1_worker(workdir: str, n: int) -> dict:
@@ -252,29 +256,12 @@ def follow_2_workers(workdir: str, n: int) -> dict:
 
 
 def follow_latency(workdir: str, n: int) -> dict:
-    from streaming.sources.nats_publish import delete_stream
     n = min(_follow_events(n), LATENCY_EVENTS_MAX)
-    rec = _recording(workdir, 12, n)
-    url = _stream("lat")
-    db = _Database()
-    try:
-        _empty_layout(url, workdir)
-        procs = [_follow(url, db.url)]
-        try:
-            time.sleep(STARTUP_S)
-            t0 = time.monotonic()
-            _cli(*_publish_args(rec, url, LATENCY_RATE))
-            done = _wait(db.url, n, procs)
-        finally:
-            peak = _stop(procs)
-            delete_stream(url)
-        cmp = _sink_vs_reference(db.url, rec)
-    finally:
-        db.drop()
-    e2e = cmp["follow"].get("e2e_latency_ms") or {}
-    return _shape("follow-latency", n, done - t0, peak, cmp, rate_per_s=LATENCY_RATE,
-                  p50_ms=e2e.get("p50"), p99_ms=e2e.get("p99"),
-                  commit_ms=cmp["follow"].get("commit_ms"))
+    run = _publish_while_following(workdir, 12, n, "lat", [[]], LATENCY_RATE)
+    e2e = run.cmp["follow"].get("e2e_latency_ms") or {}
+    return _shape("follow-latency", n, run.seconds, run.peak_rss_mib, run.cmp,
+                  rate_per_s=LATENCY_RATE, p50_ms=e2e.get("p50"), p99_ms=e2e.get("p99"),
+                  commit_ms=run.cmp["follow"].get("commit_ms"))
 
 
 def follow_pg_restart(workdir: str, n: int) -> dict:

@@ -12,7 +12,7 @@ import os
 import time
 import uuid
 
-from .scenarios import _peak_rss_mib
+from .scenarios import _peak_rss_mib, result_fields
 
 NATS_URL_ENV = "RISKSTREAM_NATS_SERVER"
 DEFAULT_SERVER = "nats://127.0.0.1:4222"
@@ -54,11 +54,7 @@ def nats_replay(workdir: str, n: int) -> dict:
         file_s = time.perf_counter() - t0
     finally:
         delete_stream(location)
-    return {"scenario": "nats-replay", "events": n, "seconds": round(nats_s, 3),
-            "events_per_s": round(file_count / nats_s) if nats_s else None,
-            "reference_events_per_s": round(file_count / file_s) if file_s else None,
-            "ratio": round(file_s / nats_s, 4) if nats_s else None,
-            "peak_rss_mib": round(peak, 1),
+    return {**result_fields("nats-replay", n, nats_s, file_s, peak, counted=file_count),
             "reference_equal": (nats_count, nats_last) == (file_count, file_last) > (0, 0),
             "records": nats_count, "reference_records": file_count,
             "publish_s": round(published["seconds"], 3),

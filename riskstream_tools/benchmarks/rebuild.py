@@ -57,7 +57,7 @@ def _timed(con, sql: str) -> tuple[float, int]:
 def rebuild_duckdb(workdir: str, n: int) -> dict:
     import duckdb
 
-    from .scenarios import _peak_rss_mib
+    from .scenarios import _peak_rss_mib, result_fields
     repair_run = os.environ.get(REPAIR_RUN_ENV, "1") != "0"
     os.makedirs(workdir, exist_ok=True)
     con = duckdb.connect()
@@ -96,11 +96,7 @@ def rebuild_duckdb(workdir: str, n: int) -> dict:
     cand_pairs = _one(con, "SELECT count(*) FROM cand")[0]
     con.close()
     out = {
-        "scenario": "rebuild-duckdb", "events": n, "seconds": round(bucketed_s, 3),
-        "events_per_s": round(n / bucketed_s) if bucketed_s else None,
-        "reference_events_per_s": round(n / plain_s) if plain_s else None,
-        "ratio": round(plain_s / bucketed_s, 4) if bucketed_s else None,
-        "peak_rss_mib": round(_peak_rss_mib(), 1),
+        **result_fields("rebuild-duckdb", n, bucketed_s, plain_s, _peak_rss_mib()),
         "reference_equal": mismatched == 0 and bucketed_pairs == plain_pairs > 0,
         "payments": pays, "signals": sigs, "merchants": MERCHANTS,
         "hot_share": HOT_SHARE,

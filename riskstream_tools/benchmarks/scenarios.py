@@ -82,17 +82,39 @@ def _sqlite_url(workdir: str, scenario: str) -> str:
 
 
 # ---------------------------------------------------------------------------- child helpers
-def _peak_rss_mib() -> float:
-    """This process's peak resident memory. Linux: VmHWM, the high-water mark of this program's
-    own address space (ru_maxrss would carry over the parent's peak across fork + exec, and the
-    parent generated the inputs)."""
+def vm_hwm_mib(pid: int | str) -> float | None:
+    """The peak resident memory (MiB) of process `pid` ("self": this one): Linux's VmHWM, the
+    high-water mark of the program's own address space. None where /proc does not say."""
     try:
-        with open("/proc/self/status") as fh:
+        with open(f"/proc/{pid}/status") as fh:
             for line in fh:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
+    return None
+
+
+def result_fields(scenario: str, events: int, seconds: float, reference_seconds: float,
+                  peak_rss_mib: float, counted: int | None = None) -> dict:
+    """The fields every scenario's result starts with (catalog.py lists them): the rates are
+    `counted` records (default `events`) per second of the scenario and of its reference, and
+    `ratio` is reference seconds over scenario seconds (how close the scenario comes to the
+    reference's speed)."""
+    k = events if counted is None else counted
+    return {"scenario": scenario, "events": events, "seconds": round(seconds, 3),
+            "events_per_s": round(k / seconds) if seconds else None,
+            "reference_events_per_s": round(k / reference_seconds) if reference_seconds else None,
+            "ratio": round(reference_seconds / seconds, 4) if seconds else None,
+            "peak_rss_mib": round(peak_rss_mib, 1)}
+
+
+def _peak_rss_mib() -> float:
+    """This process's peak resident memory: VmHWM (ru_maxrss, the fallback, would carry over
+    the parent's peak across fork + exec, and the parent generated the inputs)."""
+    hwm = vm_hwm_mib("self")
+    if hwm is not None:
+        return hwm
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -340,31 +362,12 @@ def run_scenario(scenario: str, workdir: str, n: int) -> dict:
                 "error": f"child exited {proc.returncode}: {proc.stderr[-1500:]}"}
     child = json.loads(proc.stdout.strip().splitlines()[-1])
     secs, ref_s = child.pop("seconds"), child.pop("reference_seconds")
-    out = {"scenario": scenario, "events": n, "seconds": round(secs, 3),
-           "events_per_s": round(n / secs) if secs else None,
-           "reference_events_per_s": round(n / ref_s) if ref_s else None,
-           "ratio": round(ref_s / secs, 4) if secs else None,
-           "peak_rss_mib": round(child.pop("peak_rss_mib"), 1),
-           "reference_equal": bool(child.pop("reference_equal")),
-           "stages": {k: (round(v, 3) if isinstance(v, float) else v)
-                      for k, v in child.pop("stages").items()}}
+    out = result_fields(scenario, n, secs, ref_s, child.pop("peak_rss_mib"))
+    out["reference_equal"] = bool(child.pop("reference_equal"))
+    out["stages"] = {k: (round(v, 3) if isinstance(v, float) else v)
+                     for k, v in child.pop("stages").items()}
     out.update(child)
     return out
-
-
-def run(only: list[str] | None, events: int, workdir: str) -> list[dict]:
-    names = list(only) if only else list(SCENARIOS)
-    unknown = [s for s in names if s not in SCENARIOS]
-    if unknown:
-        raise ValueError(f"unknown scenario(s) {', '.join(unknown)}; choose from "
-                         f"{', '.join(SCENARIOS)}")
-    os.makedirs(workdir, exist_ok=True)
-    return [run_scenario(s, workdir, events) for s in names]
-
-
-def failed(results: list[dict]) -> list[str]:
-    """Scenarios that errored or gave a wrong answer."""
-    return [r["scenario"] for r in results if "error" in r or not r.get("reference_equal")]
 
 
 if __name__ == "__main__":
