@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from streaming.cli.common import fail, needs_extra, require_extra
 from streaming.timeutil import US_PER_MIN
 
 from ..evidence.join_runs import REPAIR_MODES, EvidenceSettings
-
-CHECK_FAILED_EXIT = 1
+from .evidence_report import report_packet
 
 
 @click.command("evidence")
@@ -51,11 +48,5 @@ def evidence(source, out_dir, store_dir, batch_size, checkpoint_every, idle_afte
         ev = run_evidence(source, out_dir, store_dir=store_dir, settings=settings)
     except FileNotFoundError as exc:
         fail(str(exc))
-    for name, ok in ev["checks"].items():
-        click.echo(f"  {'holds' if ok else 'FAILS':5}  {name}")
-    click.echo(f"  {'-':5}  historical_rebuild: {ev['historical_rebuild']['statement']}")
-    click.echo(f"join evidence: {'all checks hold' if ev['all_hold'] else 'SOME CHECKS FAIL'}; "
-               f"packet in {os.path.join(out_dir, 'evidence.md')} "
-               f"({ev['packet']['timings_s']['total']:.1f}s)")
-    if not ev["all_hold"]:
-        raise SystemExit(CHECK_FAILED_EXIT)
+    report_packet("join", ev, out_dir, ev["packet"]["timings_s"]["total"],
+                  [f"historical_rebuild: {ev['historical_rebuild']['statement']}"])

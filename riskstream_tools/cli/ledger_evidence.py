@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from streaming.cli.common import fail, needs_extra, require_extra
 
-CHECK_FAILED_EXIT = 1
+from .evidence_report import report_packet
 
 
 @click.command("evidence")
@@ -45,10 +43,4 @@ def evidence(out_dir, seed, payments, pressure_seed, pressure_payments, pressure
         ev = run_ledger_evidence(out_dir, settings)
     except RepairKeyMissing as exc:
         fail(str(exc), exc.exit_code)
-    for name, ok in ev["checks"].items():
-        click.echo(f"  {'holds' if ok else 'FAILS':5}  {name}")
-    click.echo(f"ledger evidence: {'all checks hold' if ev['all_hold'] else 'SOME CHECKS FAIL'}; "
-               f"packet in {os.path.join(out_dir, 'evidence.md')} "
-               f"({ev['packet']['elapsed_s']:.1f}s)")
-    if not ev["all_hold"]:
-        raise SystemExit(CHECK_FAILED_EXIT)
+    report_packet("ledger", ev, out_dir, ev["packet"]["elapsed_s"])

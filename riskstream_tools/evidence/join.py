@@ -30,6 +30,7 @@ from .join_runs import EvidenceSettings, fresh_store_url, run_worker, store_url
 from .join_sections import (PIPELINE, accounting_section, asymmetric_arrival, checkpoint_section,
                             endpoints, fact_set, hot_key, idle_partition, metrics_series,
                             provisional_retractions, queue_section, ttl_run)
+from .packet import write_packet
 
 SECTIONS = ("endpoints", "asymmetric_arrival", "idle_partition", "hot_key", "checkpoint",
             "crash_replay", "provisional_retractions", "ttl", "replay_queue", "accounting",
@@ -134,8 +135,5 @@ def run_evidence(src: str, out: str, store_dir: str | None = None,
     evidence["all_hold"] = all(checks.values())
     timings["total"] = round(time.perf_counter() - t_start, 3)
     evidence["packet"]["timings_s"] = timings
-    with open(os.path.join(out, "evidence.json"), "wb") as fh:
-        fh.write(orjson.dumps(evidence, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
-    with open(os.path.join(out, "evidence.md"), "w", encoding="utf-8") as md:
-        md.write(render(evidence))
+    write_packet(out, evidence, render)
     return evidence

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import orjson
 
+from .markdown import checks_and_runs
 from .markdown import table as _table
 from .markdown import verdict as _verdict
 
@@ -285,15 +286,8 @@ def render(ev: dict) -> str:
     p = ev["packet"]
     lines = ["# Interval join: evidence packet", "",
              f"Rule {p['rule_version']}; seed {p['seed']} ({p['events']} events); settings "
-             f"{p['settings']}. Built in {p['timings_s'].get('total')} s.", "",
-             "## Checks", ""]
-    lines += _table(["check", "verdict"], [[k, _verdict(v)] for k, v in ev["checks"].items()])
-    lines.append(f"Overall: **{'all checks hold' if ev['all_hold'] else 'SOME CHECKS FAIL'}**.")
-    lines.append("")
-    lines.append("Runs: " + "; ".join(f"{k}: {v['records']} records in {v['batches']} batches, "
-                                      f"{v['facts_written']} facts"
-                                      for k, v in p["runs"].items()) + ".")
-    lines.append("")
+             f"{p['settings']}. Built in {p['timings_s'].get('total')} s.", ""]
+    lines += checks_and_runs(ev)
     for name, title in TITLES.items():
         sec = ev[name]
         lines += [f"## {title}", "", f"Verdict: **{_verdict(sec.get('holds'))}**.", ""]

@@ -20,7 +20,6 @@ import os
 import time
 from dataclasses import dataclass
 
-import orjson
 
 from streaming.cli.ledger import window_rows
 from streaming.host.loop import Worker
@@ -38,6 +37,7 @@ from .join_runs import fresh_store_url
 from .ledger_crash import crash_section
 from .ledger_markdown import render
 from .ledger_plots import draw_all
+from .packet import write_packet
 
 PIPELINE = "ledger"
 
@@ -205,8 +205,5 @@ def run_ledger_evidence(out: str, settings: LedgerEvidenceSettings | None = None
     evidence["checks"] = checks
     evidence["all_hold"] = all(checks.values())
     evidence["packet"]["elapsed_s"] = round(time.perf_counter() - t_start, 3)
-    with open(os.path.join(out, "evidence.json"), "wb") as fh:
-        fh.write(orjson.dumps(evidence, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
-    with open(os.path.join(out, "evidence.md"), "w", encoding="utf-8") as fh:
-        fh.write(render(evidence))
+    write_packet(out, evidence, render)
     return evidence

@@ -19,7 +19,7 @@ from typing import Any
 from streaming.host.crash import CRASH_EXIT_CODE
 from streaming.store.ops import Store, loads
 
-from .join_runs import fresh_store_url
+from .join_runs import checkpoint_batches, fresh_store_url
 
 PIPELINE = "ledger"
 BATCH_SIZE = 50
@@ -54,12 +54,7 @@ def pick_crash_batch(base: Store) -> tuple[int, int, int]:
     """(K, checkpointed batch before it, facts K wrote): the first batch that wrote facts, has a
     checkpoint before it and none right after it."""
     per_batch = Counter(f["batch_seq"] for f in base.facts(PIPELINE) if f["batch_seq"])
-    ckpt_after, since = set(), 0
-    for entry in base.journal_after(PIPELINE, 0):
-        since += entry["records"]
-        if since >= CHECKPOINT_EVERY:
-            ckpt_after.add(entry["seq"])
-            since = 0
+    ckpt_after = set(checkpoint_batches(base.journal_after(PIPELINE, 0), CHECKPOINT_EVERY))
     for k in sorted(per_batch):
         earlier = [c for c in ckpt_after if c < k]
         if earlier and k not in ckpt_after:

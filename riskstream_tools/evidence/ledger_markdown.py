@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import orjson
 
+from .markdown import checks_and_runs
 from .markdown import table as _table
 from .markdown import verdict as _verdict
 
@@ -16,15 +17,8 @@ def render(ev: dict) -> str:
          f"Scenario: seed {p['seed']}, {p['background_payments']} background payments "
          f"({p['scenario_lines']} lines). Pressure: seed {pr['seed']}, {pr['payments']} payments "
          f"at {pr['rate_per_s']:g}/s ({pr['lines']} lines). Repair key: {p['repair_key']}. "
-         f"Built in {p.get('elapsed_s')} s.", "",
-         "## Checks", ""]
-    L += _table(["check", "verdict"], [[k, _verdict(v)] for k, v in ev["checks"].items()])
-    L.append(f"Overall: **{'all checks hold' if ev['all_hold'] else 'SOME CHECKS FAIL'}**.")
-    L.append("")
-    L.append("Runs: " + "; ".join(f"{k}: {v['records']} records in {v['batches']} batches, "
-                                  f"{v['facts_written']} facts, {v['checkpoints']} checkpoints"
-                                  for k, v in p["runs"].items()) + ".")
-    L.append("")
+         f"Built in {p.get('elapsed_s')} s.", ""]
+    L += checks_and_runs(ev, run_counts=("checkpoints",))
 
     b = ev["backlog"]
     L += ["## Backlog under a throttled sink", "",
