@@ -84,7 +84,7 @@ def rebuild(merchant, start, end, store_url, warehouse_path):
     try:
         req, result, tags = run_rebuild(merchant, start, end, store_url, warehouse_path)
     except RebuildRefused as exc:
-        click.echo(f"rebuild refused: {exc}", err=True)
+        click.echo(exc.line, err=True)
         raise SystemExit(2) from None
     except StoreMissing as exc:
         click.echo(f"error: {exc}", err=True)

@@ -46,8 +46,9 @@ replay_rebuild = define_asset_job(
 rebuild_interval = define_asset_job(
     "rebuild_interval", selection=REBUILD_SELECTION, config=rebuild_interval_config,
     description="Rebuild one merchant interval: give merchant, start and end (ISO-8601 UTC) in "
-                "the launchpad. The candidate is validated by the blocking checks and published "
-                "only if they pass; the live_generations table shows the outcome.")
+                "the launchpad. A request that cannot run fails at once with one line saying "
+                "why. The candidate is validated by the blocking checks and published only if "
+                "they pass; the live_generations table shows the outcome.")
 
 reconciliation = define_asset_job(
     "reconciliation",

@@ -1,7 +1,8 @@
 """A manual rebuild request (merchant, start, end), checked before anything is built.
 
-One validation for both ways in: the `rebuild_interval` job's typed config (the Dagster UI's
-launchpad) and `riskstream rebuild`. Every refusal is one line in plain words that names the
+One validation for every way in: a `rebuild_interval` run launched from the Dagster UI (checked
+by the instance's launch guard when it is submitted, and again by the run's first step) and
+`riskstream rebuild`. Every refusal is one line in plain words that names the
 field; no refusal reads more than one indexed row of the store, so it comes back at once."""
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ EXAMPLE = "2026-10-06T09:00:00Z"
 
 class RebuildRefused(ValueError):
     """A rebuild request that cannot run; the message is the whole explanation."""
+
+    @property
+    def line(self) -> str:
+        """What the operator reads: the failed run's reason in the UI, the CLI's error line."""
+        return f"rebuild refused: {self}"
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,11 @@ VENV_BIN="${RISKSTREAM_VENV_BIN:-$PWD/.venv/bin}"
 mkdir -p "$DAGSTER_HOME"
 if [ ! -f "$DAGSTER_HOME/dagster.yaml" ]; then
   cp deploy/dagster.dev.yaml "$DAGSTER_HOME/dagster.yaml"
+elif ! cmp -s deploy/dagster.dev.yaml "$DAGSTER_HOME/dagster.yaml"; then
+  # An instance seeded by an older checkout keeps its own settings (and misses, e.g., the
+  # launch guard that refuses a bad rebuild at once): say so rather than overwrite them.
+  echo "note: $DAGSTER_HOME/dagster.yaml differs from deploy/dagster.dev.yaml; keeping it" \
+       "(copy deploy/dagster.dev.yaml over it for the checked-in instance settings)" >&2
 fi
 "$VENV_BIN/python" -m orchestration.prepare_dbt
 

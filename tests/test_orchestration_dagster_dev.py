@@ -1,6 +1,7 @@
 """`make dev` end to end: scripts/dev.sh starts `dagster dev` (webserver + daemon) on a free
-port with a temporary DAGSTER_HOME; the code location `riskstream` loads; a bad interval
-launched through the GraphQL API is refused in one line; in headless Chromium an operator
+port with a temporary DAGSTER_HOME; the code location `riskstream` loads; bad intervals
+launched through the GraphQL API are refused as they are submitted, in one line, before any run
+worker starts; in headless Chromium an operator
 launches the rebuild of the seed's old correction from the launchpad, sees it succeed and reads
 the live generation and its diff; the processes are stopped by PID."""
 
@@ -67,9 +68,8 @@ STATUS = ("""query($id: ID!) { runOrError(runId: $id) { ... on Run { status tags
           """} } }""")
 EVENTS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
   __typename ... on MessageEvent { timestamp stepKey } } } } }"""
-FAILURE = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
-  __typename ... on ExecutionStepFailureEvent { stepKey error { message }
-  failureMetadata { label description } } } } } }"""
+REFUSAL = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
+  __typename ... on MessageEvent { message } } } } }"""
 
 
 @pytest.fixture(scope="module")
@@ -131,23 +131,46 @@ def finished(port: int, run_id: str, timeout: float = 240) -> dict:
     return wait_for(done, timeout, "the run to finish", 0.5)
 
 
-def test_location_riskstream_refuses_a_bad_interval_in_one_line(dev):
+def test_location_riskstream_refuses_bad_intervals_at_launch_in_one_line(dev):
+    """Each kind of bad request is refused by the instance's launch guard as the run is
+    submitted: when the launch call returns the run has already failed, with the one line as its
+    failure message, no step started and nothing materialized (no run worker was started)."""
     [loc] = dev["entries"]
     assert loc["name"] == "riskstream"
     assert loc["locationOrLoadError"]["__typename"] == "RepositoryLocation", loc
     old = dev["manifest"]["cases"]["old_correction"]
-    launched = time.monotonic()
-    run_id = launch(dev["port"], {"merchant": old["merchant"], "start": f"{DAY}T10:00:00Z",
-                                  "end": f"{DAY}T09:00:00Z"})
-    assert finished(dev["port"], run_id)["status"] == "FAILURE"
-    record_timing("refusal_launch_to_failed_s", time.monotonic() - launched)
-    record_timing("refusal_phases", run_phases(dev["port"], run_id))
-    events = graphql(dev["port"], FAILURE, {"id": run_id})["logsForRun"]["events"]
-    [failure] = [e for e in events if e["__typename"] == "ExecutionStepFailureEvent"]
-    assert failure["stepKey"] == "candidate_generation"
-    assert failure["failureMetadata"]["description"] == (
-        f"rebuild refused: end {DAY}T09:00:00Z is not after start {DAY}T10:00:00Z: the "
-        "interval must be at least one microsecond long")
+    merchant = old["merchant"]
+    bad = {
+        "end_before_start": ({"merchant": merchant, "start": f"{DAY}T10:00:00Z",
+                              "end": f"{DAY}T09:00:00Z"},
+                             f"end {DAY}T09:00:00Z is not after start {DAY}T10:00:00Z: the "
+                             "interval must be at least one microsecond long"),
+        "unparseable_time": ({"merchant": merchant, "start": "yesterday 9am",
+                              "end": f"{DAY}T10:00:00Z"},
+                             "start 'yesterday 9am' is not an ISO-8601 time: write it like "
+                             "2026-10-06T09:00:00Z"),
+        "unknown_merchant": ({"merchant": "m-nobody", "start": f"{DAY}T09:00:00Z",
+                              "end": f"{DAY}T10:00:00Z"},
+                             "merchant 'm-nobody' is unknown: no payment of it has been read "
+                             "by the join"),
+        "empty_merchant": ({"merchant": "", "start": f"{DAY}T09:00:00Z",
+                            "end": f"{DAY}T10:00:00Z"},
+                           "merchant is empty: name the merchant whose interval to rebuild"),
+    }
+    timings = {}
+    for kind, (config, expected) in bad.items():
+        launched = time.monotonic()
+        run_id = launch(dev["port"], config)
+        run = graphql(dev["port"], STATUS, {"id": run_id})["runOrError"]
+        timings[kind] = round(time.monotonic() - launched, 2)
+        assert run["status"] == "FAILURE", (kind, run)
+        events = graphql(dev["port"], REFUSAL, {"id": run_id})["logsForRun"]["events"]
+        kinds = {e["__typename"] for e in events}
+        assert not kinds & {"ExecutionStepStartEvent", "MaterializationEvent",
+                            "RunStartEvent", "RunEnqueuedEvent"}, (kind, kinds)
+        [failure] = [e for e in events if e["__typename"] == "RunFailureEvent"]
+        assert failure["message"] == f"rebuild refused: {expected}", kind
+    record_timing("refusal_launch_to_failed_s", timings)
     store = Store(dev["url"])
     assert P.generation_rows(store) == []
     store.dispose()
@@ -214,8 +237,10 @@ def need_browser():
         pytest.skip(reason)
 
 
-def launch_from_launchpad(page, base: str, config: str, shot: Path | None = None) -> str:
-    """Open the job's launchpad, put `config` in its editor, click Launch Run: the run id."""
+def launch_from_launchpad(page, base: str, config: str, shot: Path | None = None
+                          ) -> tuple[str, float]:
+    """Open the job's launchpad, put `config` in its editor, click Launch Run: the run id and
+    the moment of the click (time.monotonic), from which the operator's wait is measured."""
     page.goto(f"{base}/locations/riskstream/jobs/rebuild_interval/playground")
     page.locator(".CodeMirror").first.wait_for()
     dismiss_welcome(page)
@@ -224,9 +249,10 @@ def launch_from_launchpad(page, base: str, config: str, shot: Path | None = None
                   config)
     if shot:
         page.screenshot(path=str(shot))
+    clicked = time.monotonic()
     page.get_by_role("button", name="Launch Run").click()
     page.wait_for_url("**/runs/**")
-    return page.url.rstrip("/").split("/runs/")[1].split("?")[0].split("/")[0]
+    return page.url.rstrip("/").split("/runs/")[1].split("?")[0].split("/")[0], clicked
 
 
 def dismiss_welcome(page) -> None:
@@ -253,15 +279,15 @@ def test_operator_rebuilds_the_old_correction_from_the_ui(dev):
             page.set_default_timeout(60_000)
             # A typo first: the run is refused with one plain line on the run page.
             bad = config.replace(old["old_event_time"], "yesterday 9am")
-            run_id = launch_from_launchpad(page, base, bad)
-            assert finished(dev["port"], run_id)["status"] == "FAILURE"
-            page.reload()
+            run_id, clicked = launch_from_launchpad(page, base, bad)
             refusal = "rebuild refused: start 'yesterday 9am' is not an ISO-8601 time"
             page.get_by_text(refusal).first.wait_for()
+            record_timing("refusal_click_to_shown_s", time.monotonic() - clicked)
+            assert finished(dev["port"], run_id)["status"] == "FAILURE"
             page.screenshot(path=str(SHOTS / "0-refused.png"))
             # Then the seed's old correction.
-            clicked = time.monotonic()
-            run_id = launch_from_launchpad(page, base, config, shot=SHOTS / "1-launchpad.png")
+            run_id, clicked = launch_from_launchpad(page, base, config,
+                                                    shot=SHOTS / "1-launchpad.png")
             run = finished(dev["port"], run_id)
             record_timing("rebuild_click_to_finished_s", time.monotonic() - clicked)
             record_timing("rebuild_phases", run_phases(dev["port"], run_id))

@@ -100,3 +100,49 @@ def test_riskstream_rebuild_refuses_with_exit_2_and_one_line(env):
                                       "--warehouse", fresh_warehouse()])
         assert out.exit_code == 2, out.output
         assert out.output == f"rebuild refused: {expected}\n"
+
+
+def test_the_launch_guard_fails_a_refused_run_at_submission(env, monkeypatch):
+    """The instance's run coordinator (deploy/dagster.*.yaml) checks a `rebuild_interval` run as
+    it is submitted: a refused request fails its run at once, with the same line as the run's
+    failure message and no step started; a valid request is queued for the daemon."""
+    from dagster import (DagsterEventType, DagsterRunStatus, QueuedRunCoordinator,
+                         SubmitRunContext, instance_for_test)
+    from orchestration.definitions import build_defs
+    from orchestration.jobs import manual_run_config
+    monkeypatch.setenv("RISKSTREAM_STORE_URL", env["url"])
+    prepared_manifest()
+    job = build_defs(resources(env["url"], fresh_warehouse())).get_job_def("rebuild_interval")
+    guard = {"module": "orchestration.launch_guard", "class": "LaunchGuardRunCoordinator",
+             "config": {"dequeue_interval_seconds": 1}}
+    with instance_for_test(overrides={"run_coordinator": guard}) as instance:
+        def submit(merchant: str, start: str, end: str):
+            run = instance.create_run_for_job(
+                job, run_config=manual_run_config(merchant, start, end))
+            return instance.run_coordinator.submit_run(SubmitRunContext(run, workspace=None))
+        for merchant, start, end, expected in refusals(env["merchant"]):
+            run = submit(merchant, start, end)
+            assert run.status == DagsterRunStatus.FAILURE
+            events = [e.dagster_event for e in instance.all_logs(run.run_id)
+                      if e.dagster_event is not None]
+            # Only what run creation plans, then the failure: never queued, no step started.
+            assert {e.event_type for e in events} == {
+                DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
+                DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED, DagsterEventType.RUN_FAILURE}
+            [failure] = [e for e in events if e.event_type == DagsterEventType.RUN_FAILURE]
+            assert failure.message == f"rebuild refused: {expected}"
+        # A valid request, and any other job, goes on to Dagster's queue untouched.
+        queued = []
+        monkeypatch.setattr(QueuedRunCoordinator, "submit_run",
+                            lambda self, context: queued.append(context.dagster_run.job_name))
+        submit(env["merchant"], f"{DAY}T09:00:00Z", f"{DAY}T10:00:00Z")
+        replay = build_defs(resources(env["url"], fresh_warehouse())).get_job_def(
+            "replay_rebuild")
+        other = instance.create_run_for_job(replay, run_config={})
+        instance.run_coordinator.submit_run(SubmitRunContext(other, workspace=None))
+        assert queued == ["rebuild_interval", "replay_rebuild"]
+    monkeypatch.setenv("RISKSTREAM_STORE_URL", env["url"] + ".missing")
+    from orchestration.launch_guard import refusal
+    assert refusal(manual_run_config(env["merchant"], f"{DAY}T09:00:00Z",
+                                     f"{DAY}T10:00:00Z")).startswith(
+        "rebuild refused: no riskstream store at sqlite:///")

@@ -48,7 +48,7 @@ def select_work(store, config: RebuildConfig):
         try:
             req = validate(store, config.merchant, config.start, config.end)
         except RebuildRefused as exc:
-            raise Failure(description=f"rebuild refused: {exc}") from None
+            raise Failure(description=exc.line) from None
         pieces = list(req.pieces)
         return sorted(set(entries_in(store, pieces)) | set(config.entry_ids)), pieces, req
     if config.entry_ids:
