@@ -25,6 +25,7 @@ from ..contracts import Record, payload_hash
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, event_date, us_to_dt, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, ROUTED, STALE, Emit, Fact,
                    Quarantined, fits_int64)
+from .identity import CONFLICT, CORRECTION, LIVE, IdentityIndex, settle
 from .ledger_categories import (CATEGORY, DUPLICATE as VERSION_DUPLICATE, HIGH_RISK,
                                 CategoryVersions, VersionRejected, version_from_record)
 
@@ -38,12 +39,14 @@ MAX_BACKLOG_AGE_US = 15 * US_PER_MIN
 REPAIR_TABLE = "ledger_repair_requests"
 UNCATEGORIZED = "uncategorized"
 
-# Identity row: [revision, payload_hash, account_id, hour_us, merchant_id, event_us, where]
+# Identity row (operators.identity): [revision, payload_hash, account_id, hour_us, merchant_id,
+# event_us, where]. The ledger forgets no identity: `by_merchant` finds payments through them.
 I_REV, I_HASH, I_ACCOUNT, I_HOUR, I_MERCHANT, I_EVENT, I_WHERE = range(7)
-LIVE = "live"
 ROUTED_WHERE = "routed"
 
 Signer = Callable[[dict[str, Any]], str]
+# The counter each settled identity outcome adds to.
+_SETTLED_COUNTER = {DUPLICATE: "duplicates", CONFLICT: "conflicts", STALE: "stale"}
 
 
 @lru_cache(maxsize=4096)
@@ -180,7 +183,7 @@ class LedgerOperator:
         self.key_source = key_source
         self.retention = retention_us
         self.cats = CategoryVersions()
-        self.ids: dict[str, list[Any]] = {}
+        self.ids = IdentityIndex(time_slot=I_EVENT, where_slot=I_WHERE)
         self.by_merchant: dict[str, list[str]] = {}
         self.windows: dict[str, Window] = {}
         self.wm = NEG_INF
@@ -253,23 +256,13 @@ class LedgerOperator:
         merchant = p["merchant_id"]
         t = rec.event_us
         hour = t - t % US_PER_HOUR
-        known = self.ids.get(rec.id)
+        what, known = self.ids.classify(rec)
         if known is not None:
-            if rec.revision == known[I_REV]:
-                if rec.payload_hash == known[I_HASH]:
-                    self.counters["duplicates"] += 1
-                    out.disposition(rec, DUPLICATE)
-                else:
-                    self.counters["conflicts"] += 1
-                    out.quarantine.append(Quarantined(
-                        rec.topic, rec.partition, rec.offset, "conflicting_duplicate",
-                        f"{rec.id} revision {rec.revision} was seen with other content", ""))
-                return
-            if rec.revision < known[I_REV]:
-                self.counters["stale"] += 1
-                out.disposition(rec, STALE)
-                return
-            self._correct(rec, known, account, merchant, hour, out)
+            if what == CORRECTION:
+                self._correct(rec, known, account, merchant, hour, out)
+            else:
+                self.counters[_SETTLED_COUNTER[what]] += 1
+                settle(what, rec, out)
             return
         if self._is_final(hour):
             self._route(rec, account, merchant, hour, [(account, hour)], "beyond_retention", out)
@@ -277,7 +270,8 @@ class LedgerOperator:
         if self._overflows(account, hour, p["amount_cents"]):
             self._route(rec, account, merchant, hour, [(account, hour)], AGGREGATE_OVERFLOW, out)
             return
-        self.ids[rec.id] = [rec.revision, rec.payload_hash, account, hour, merchant, t, LIVE]
+        self.ids.remember(rec.id, [rec.revision, rec.payload_hash, account, hour, merchant, t,
+                                   LIVE])
         self.by_merchant.setdefault(merchant, []).append(rec.id)
         self.counters["payments_accepted"] += 1
         out.disposition(rec, ACCEPTED)
@@ -302,8 +296,8 @@ class LedgerOperator:
                windows: list[tuple[str, int]], reason: str, out: Emit) -> None:
         if rec.id not in self.ids or self.ids[rec.id][I_MERCHANT] != merchant:
             self.by_merchant.setdefault(merchant, []).append(rec.id)
-        self.ids[rec.id] = [rec.revision, rec.payload_hash, account, hour, merchant,
-                            rec.event_us, ROUTED_WHERE]
+        self.ids.remember(rec.id, [rec.revision, rec.payload_hash, account, hour, merchant,
+                                   rec.event_us, ROUTED_WHERE])
         self.counters["routed_payments"] += 1
         out.disposition(rec, ROUTED)
         for acct, h in dict.fromkeys(windows):
@@ -331,8 +325,8 @@ class LedgerOperator:
         old_w.remove(rec.id)
         if merchant != known[I_MERCHANT]:
             self.by_merchant.setdefault(merchant, []).append(rec.id)
-        self.ids[rec.id] = [rec.revision, rec.payload_hash, account, hour, merchant,
-                            rec.event_us, LIVE]
+        self.ids.remember(rec.id, [rec.revision, rec.payload_hash, account, hour, merchant,
+                                   rec.event_us, LIVE])
         new_w = self._window(account, hour)
         new_w.add(rec.id, [rec.revision, merchant, rec.payload["amount_cents"], rec.event_us],
                   self.cats.effective(merchant, rec.event_us))
@@ -432,7 +426,7 @@ class LedgerOperator:
     # ------------------------------------------------------------------ checkpoint
     def snapshot(self) -> dict[str, Any]:
         return {"rule_version": RULE_VERSION, "retention_us": self.retention, "wm": self.wm,
-                "ids": self.ids, "by_merchant": self.by_merchant,
+                "ids": self.ids.rows, "by_merchant": self.by_merchant,
                 "windows": [w.dump() for w in self.windows.values()],
                 "categories": self.cats.snapshot(), "counters": self.counters,
                 "peak": self.peak}
@@ -442,7 +436,8 @@ class LedgerOperator:
             raise ValueError(f"checkpoint rule version {snap['rule_version']} != {RULE_VERSION}")
         self.retention = snap["retention_us"]
         self.wm = snap["wm"]
-        self.ids = {k: list(v) for k, v in snap["ids"].items()}
+        self.ids = IdentityIndex(time_slot=I_EVENT, where_slot=I_WHERE)
+        self.ids.load(snap["ids"], [])
         self.by_merchant = {k: list(v) for k, v in snap["by_merchant"].items()}
         self.cats = CategoryVersions.restore(snap["categories"])
         self.counters = dict(snap["counters"])

@@ -30,7 +30,8 @@ from ..contracts import Record, payload_hash
 from ..models.registry import Model
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, ROUTED, Emit, Fact, QueueEntry,
-                   Quarantined, fits_int64)
+                   fits_int64)
+from .identity import HASH, IdentityIndex, settle
 
 PIPELINE = "receipts"
 TOPIC = "receipts"
@@ -52,6 +53,7 @@ RUN_FIELDS = ("watermark",)
 # Entry layout (lists, for compact snapshots):
 T, ID, AMOUNT, STORE, REV, CNT, AMT, MODEL, STATE = range(9)
 PENDING, SCORED, HISTORY = 0, 1, 2  # HISTORY: a reconciliation record, never scored live
+ID_T = 2  # identity row (operators.identity): [revision, payload_hash, occurred_us]
 
 
 def _entry_time(e: list[Any]) -> int:
@@ -105,11 +107,11 @@ class ReceiptScorer:
         self._amounts: dict[str, list[int]] = {}
         self.entries: dict[str, list[Any]] = {}  # receipt_id -> entry (also in by_merchant)
         self.merchant_of: dict[str, str] = {}
-        # receipt_id -> [payload_hash, occurred_us] for duplicate detection
-        self.ids: dict[str, list[Any]] = {}
+        # receipt_id -> [revision, payload_hash, occurred_us] for duplicate detection (receipts
+        # carry no revision field: every record is revision 1)
+        self.ids = IdentityIndex(time_slot=ID_T)
         self.pending: list[tuple[int, str]] = []  # (t, id) not yet scored
         self._evict: list[tuple[int, str, str]] = []  # (t, merchant, id)
-        self._id_evict: list[tuple[int, str]] = []
         self.counters = {"accepted": 0, "duplicates": 0, "conflicts": 0, "scored": 0,
                          "late_within_tolerance": 0, "beyond_allowed_delay": 0,
                          "rescored_live": 0, "evicted": 0}
@@ -141,20 +143,15 @@ class ReceiptScorer:
 
     # ------------------------------------------------------------------ records
     def on_record(self, rec: Record, out: Emit) -> None:
-        known = self.ids.get(rec.id)
+        what, known = self.ids.classify(rec)
         if known is not None:
-            if known[0] == rec.payload_hash:
-                self.counters["duplicates"] += 1
-                out.disposition(rec, DUPLICATE)
-            else:
-                self.counters["conflicts"] += 1
-                out.quarantine.append(Quarantined(
-                    rec.topic, rec.partition, rec.offset, "conflicting_duplicate",
-                    f"receipt {rec.id} was uploaded before with other content", ""))
+            self.counters["duplicates" if what == DUPLICATE else "conflicts"] += 1
+            settle(what, rec, out, f"receipt {rec.id} was uploaded before with other content")
             return
         t = rec.event_us
-        self.ids[rec.id] = [rec.payload_hash, t]
-        heapq.heappush(self._id_evict, (t, rec.id))
+        # Remembered for the dedup horizon whatever becomes of the receipt.
+        self.ids.remember(rec.id, [rec.revision, rec.payload_hash, t])
+        self.ids.may_forget(rec.id, t)
         p = rec.payload
         if self._overflows(rec.key, t, p["amount_cents"]):
             # Its merchant's 7-minute sums would leave the 64-bit range: it joins no state and
@@ -305,11 +302,7 @@ class ReceiptScorer:
                 del self.by_merchant[merchant], self._times[merchant], self._amounts[merchant]
             del self.merchant_of[rid]
             self.counters["evicted"] += 1
-        idh = self._id_evict
-        id_bound = bound - DEDUP_HORIZON_US if bound < POS_INF else NEG_INF
-        while idh and idh[0][0] < id_bound:
-            _, rid = heapq.heappop(idh)
-            self.ids.pop(rid, None)
+        self.ids.evict_before(bound - DEDUP_HORIZON_US if bound < POS_INF else NEG_INF)
 
     def on_clock(self, clock_us: int, out: Emit) -> None:
         return None  # nothing here is decided by a clock
@@ -324,7 +317,9 @@ class ReceiptScorer:
                       "pin_seq": self.pin_seq} if self.model else None,
             "tolerance_us": self.tolerance, "wm": self.wm,
             "merchants": {m: lst for m, lst in self.by_merchant.items()},
-            "ids": self.ids, "pending": [list(p) for p in self.pending],
+            # Checkpointed as receipt_id -> [payload_hash, occurred_us] (every revision is 1).
+            "ids": {k: [v[HASH], v[ID_T]] for k, v in self.ids.rows.items()},
+            "pending": [list(p) for p in self.pending],
             "counters": self.counters, "peak": self.peak,
         }
 
@@ -347,9 +342,9 @@ class ReceiptScorer:
                 self.merchant_of[e[ID]] = merchant
                 self._evict.append((e[T], merchant, e[ID]))
         heapq.heapify(self._evict)
-        self.ids = {k: list(v) for k, v in snap["ids"].items()}
-        self._id_evict = [(v[1], k) for k, v in self.ids.items()]
-        heapq.heapify(self._id_evict)
+        self.ids = IdentityIndex(time_slot=ID_T)
+        self.ids.load({k: [1, h, t] for k, (h, t) in snap["ids"].items()},
+                      [(t, k) for k, (_, t) in snap["ids"].items()])
         self.pending = [tuple(p) for p in snap["pending"]]
         heapq.heapify(self.pending)
         self.counters = dict(snap["counters"])
