@@ -11,6 +11,28 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 
+class Held:
+    """The records an operator holds in state and their bytes: a record counts the size of its
+    source line (`Record.size`) from when it is held until it leaves. The one measure of
+    `state_bytes` every operator reports."""
+
+    __slots__ = ("records", "bytes")
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.bytes = 0
+
+    def hold(self, size: int, n: int = 1) -> None:
+        """`n` records of `size` bytes in all came into state."""
+        self.records += n
+        self.bytes += size
+
+    def release(self, size: int, n: int = 1) -> None:
+        """`n` records of `size` bytes in all left state."""
+        self.records -= n
+        self.bytes -= size
+
+
 class TimeIndex:
     """Entries of one key, ordered by (event time, insertion sequence)."""
 
@@ -65,24 +87,22 @@ class TimeIndex:
         return self.times[0][0] if self.times else None
 
 
-class KeyedSide:
-    """One input side of a keyed operator: key -> TimeIndex, with totals."""
+class KeyedSide(Held):
+    """One input side of a keyed operator: key -> TimeIndex, with its held totals."""
 
-    __slots__ = ("name", "keys", "records", "bytes")
+    __slots__ = ("name", "keys")
 
     def __init__(self, name: str) -> None:
+        super().__init__()
         self.name = name
         self.keys: dict[str, TimeIndex] = {}
-        self.records = 0
-        self.bytes = 0
 
     def insert(self, key: str, t: int, seq: int, item: Any, size: int) -> None:
         idx = self.keys.get(key)
         if idx is None:
             idx = self.keys[key] = TimeIndex()
         idx.insert(t, seq, item, size)
-        self.records += 1
-        self.bytes += size
+        self.hold(size)
 
     def probe(self, key: str, lo: int, hi: int) -> Iterator[Any]:
         idx = self.keys.get(key)
@@ -98,8 +118,7 @@ class KeyedSide:
         if out:
             freed = sum(size_of(x) for x in out)
             idx.bytes -= freed
-            self.bytes -= freed
-            self.records -= len(out)
+            self.release(freed, len(out))
             if not idx.times:
                 del self.keys[key]
         return out
@@ -111,8 +130,7 @@ class KeyedSide:
         item = idx.remove(t, seq)
         if item is not None:
             idx.bytes -= size
-            self.bytes -= size
-            self.records -= 1
+            self.release(size)
             if not idx.times:
                 del self.keys[key]
         return item

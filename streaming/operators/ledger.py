@@ -22,11 +22,12 @@ from functools import lru_cache
 from collections.abc import Callable, Iterable
 
 from ..contracts import Record, payload_hash
+from ..state import Held
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, event_date, us_to_dt, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, ROUTED, STALE, Emit, Fact,
                    Quarantined, fits_int64)
 from .identity import CONFLICT, CORRECTION, LIVE, IdentityIndex, settle
-from .ledger_categories import (CATEGORY, DUPLICATE as VERSION_DUPLICATE, HIGH_RISK,
+from .ledger_categories import (CATEGORY, DUPLICATE as VERSION_DUPLICATE, HIGH_RISK, SIZE,
                                 CategoryVersions, VersionRejected, version_from_record)
 
 STATE_SCHEMA = "ledger/1"
@@ -42,6 +43,7 @@ UNCATEGORIZED = "uncategorized"
 # Identity row (operators.identity): [revision, payload_hash, account_id, hour_us, merchant_id,
 # event_us, where]. The ledger forgets no identity: `by_merchant` finds payments through them.
 I_REV, I_HASH, I_ACCOUNT, I_HOUR, I_MERCHANT, I_EVENT, I_WHERE = range(7)
+P_SIZE = 4  # a window payment: [revision, merchant, amount, event_us, source bytes]
 ROUTED_WHERE = "routed"
 
 Signer = Callable[[dict[str, Any]], str]
@@ -106,7 +108,7 @@ class Window:
     def __init__(self, account: str, hour: int):
         self.account = account
         self.hour = hour
-        # payment_id -> [revision, merchant, amount, event_us]
+        # payment_id -> [revision, merchant, amount, event_us, source bytes]
         self.payments: dict[str, list[Any]] = {}
         self.revision = 0
         self.content_hash = ""
@@ -117,14 +119,20 @@ class Window:
         self.cls: dict[str, tuple[str, bool]] = {}  # payment_id -> (category, high risk)
 
     def add(self, pid: str, entry: list[Any], version: list[Any] | None) -> None:
-        """Add a payment [revision, merchant, amount, event_us] under its effective version."""
+        """Add a payment [revision, merchant, amount, event_us, source bytes] under its
+        effective version."""
         self.payments[pid] = entry
         self.total += entry[2]
         self._classify(pid, version)
 
-    def remove(self, pid: str) -> None:
-        self.total -= self.payments.pop(pid)[2]
+    def remove(self, pid: str) -> list[Any]:
+        entry = self.payments.pop(pid)
+        self.total -= entry[2]
         self._unclassify(pid)
+        return entry
+
+    def held_bytes(self) -> int:
+        return sum(p[P_SIZE] for p in self.payments.values())
 
     def reclassify(self, pid: str, version: list[Any] | None) -> None:
         """A category version changed which version holds this payment's event time."""
@@ -167,7 +175,9 @@ class Window:
         under the restored category versions (they are derived, so not checkpointed)."""
         w = cls(row[0], row[1])
         for pid, entry in row[2].items():
-            w.add(pid, list(entry), cats.effective(entry[1], entry[3]))
+            # Entries checkpointed before they carried their source bytes count none.
+            w.add(pid, [*entry, 0] if len(entry) == P_SIZE else list(entry),
+                  cats.effective(entry[1], entry[3]))
         w.revision, w.content_hash, w.status = row[3], row[4], row[5]
         w.total = sum(p[2] for p in w.payments.values())
         return w
@@ -186,6 +196,7 @@ class LedgerOperator:
         self.ids = IdentityIndex(time_slot=I_EVENT, where_slot=I_WHERE)
         self.by_merchant: dict[str, list[str]] = {}
         self.windows: dict[str, Window] = {}
+        self.held = Held()  # payments in open windows and category versions
         self.wm = NEG_INF
         self._due_provisional: list[tuple[int, str]] = []
         self._due_final: list[tuple[int, str]] = []
@@ -276,8 +287,9 @@ class LedgerOperator:
         self.counters["payments_accepted"] += 1
         out.disposition(rec, ACCEPTED)
         w = self._window(account, hour)
-        w.add(rec.id, [rec.revision, merchant, p["amount_cents"], t],
+        w.add(rec.id, [rec.revision, merchant, p["amount_cents"], t, rec.size],
               self.cats.effective(merchant, t))
+        self.held.hold(rec.size)
         self._changed(w, out)
 
     def _overflows(self, account: str, hour: int, amount: int, leaving: str | None = None
@@ -322,14 +334,15 @@ class LedgerOperator:
         self.counters["corrections_live"] += 1
         out.disposition(rec, ACCEPTED)
         old_w = self.windows[window_logical_key(*old_key)]
-        old_w.remove(rec.id)
+        self.held.release(old_w.remove(rec.id)[P_SIZE])
         if merchant != known[I_MERCHANT]:
             self.by_merchant.setdefault(merchant, []).append(rec.id)
         self.ids.remember(rec.id, [rec.revision, rec.payload_hash, account, hour, merchant,
                                    rec.event_us, LIVE])
         new_w = self._window(account, hour)
-        new_w.add(rec.id, [rec.revision, merchant, rec.payload["amount_cents"], rec.event_us],
-                  self.cats.effective(merchant, rec.event_us))
+        new_w.add(rec.id, [rec.revision, merchant, rec.payload["amount_cents"], rec.event_us,
+                           rec.size], self.cats.effective(merchant, rec.event_us))
+        self.held.hold(rec.size)
         self._changed(old_w, out)
         if new_w is not old_w:
             self._changed(new_w, out)
@@ -357,6 +370,7 @@ class LedgerOperator:
             e = self.cats.effective(merchant, ident[I_EVENT])
             before[pid] = (e[CATEGORY], e[HIGH_RISK]) if e else None
         self.cats.add(merchant, v)
+        self.held.hold(v[SIZE])
         self.counters["category_versions"] += 1
         open_changed: dict[str, Window] = {}
         final_changed: dict[tuple[str, int], None] = {}
@@ -404,6 +418,7 @@ class LedgerOperator:
             w = self.windows.pop(k, None)
             if w is not None:
                 self._emit(w, "final", out, force=True)
+                self.held.release(w.held_bytes(), len(w.payments))
 
     def on_clock(self, clock_us: int, out: Emit) -> None:
         return None  # windows close on the payments watermark only, never on a clock
@@ -415,10 +430,8 @@ class LedgerOperator:
     # ------------------------------------------------------------------ observability
     def state_metrics(self) -> dict[str, Any]:
         payments = sum(len(w.payments) for w in self.windows.values())
-        # Rough retained bytes: identity rows ~120 B, window payments ~90 B, windows ~160 B.
-        est = len(self.ids) * 120 + payments * 90 + len(self.windows) * 160 + len(self.cats) * 120
         return {"state_records": len(self.ids) + payments + len(self.cats),
-                "state_bytes": est, "open_windows": len(self.windows),
+                "state_bytes": self.held.bytes, "open_windows": len(self.windows),
                 "open_window_payments": payments, "identities": len(self.ids),
                 "category_versions": len(self.cats), "payments_wm": us_to_iso(self.wm),
                 "peak": dict(self.peak), **self.counters}
@@ -445,8 +458,13 @@ class LedgerOperator:
         self.windows = {}
         self._due_provisional = []
         self._due_final = []
+        self.held = Held()
+        for versions in self.cats.by_merchant.values():
+            for v in versions:
+                self.held.hold(v[SIZE] if len(v) > SIZE else 0)
         for row in snap["windows"]:
             w = Window.load(row, self.cats)
+            self.held.hold(w.held_bytes(), len(w.payments))
             k = window_logical_key(w.account, w.hour)
             self.windows[k] = w
             if w.revision == 0:

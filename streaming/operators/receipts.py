@@ -28,6 +28,7 @@ from bisect import bisect_left
 
 from ..contracts import Record, payload_hash
 from ..models.registry import Model
+from ..state import Held
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, ROUTED, Emit, Fact, QueueEntry,
                    fits_int64)
@@ -51,7 +52,7 @@ KIND = "decision"
 RUN_FIELDS = ("watermark",)
 
 # Entry layout (lists, for compact snapshots):
-T, ID, AMOUNT, STORE, REV, CNT, AMT, MODEL, STATE = range(9)
+T, ID, AMOUNT, STORE, REV, CNT, AMT, MODEL, STATE, SIZE = range(10)  # SIZE: source bytes
 PENDING, SCORED, HISTORY = 0, 1, 2  # HISTORY: a reconciliation record, never scored live
 ID_T = 2  # identity row (operators.identity): [revision, payload_hash, occurred_us]
 
@@ -106,6 +107,7 @@ class ReceiptScorer:
         self._times: dict[str, list[int]] = {}
         self._amounts: dict[str, list[int]] = {}
         self.entries: dict[str, list[Any]] = {}  # receipt_id -> entry (also in by_merchant)
+        self.held = Held()  # the entries' records and source bytes
         self.merchant_of: dict[str, str] = {}
         # receipt_id -> [revision, payload_hash, occurred_us] for duplicate detection (receipts
         # carry no revision field: every record is revision 1)
@@ -192,7 +194,7 @@ class ReceiptScorer:
 
     def _insert(self, rec: Record, state: int) -> list[Any]:
         t, rid, amount = rec.event_us, rec.id, rec.payload["amount_cents"]
-        e = [t, rid, amount, rec.payload["store_id"], 0, 0, 0, None, state]
+        e = [t, rid, amount, rec.payload["store_id"], 0, 0, 0, None, state, rec.size]
         lst = self.by_merchant.setdefault(rec.key, [])
         times = self._times.setdefault(rec.key, [])
         # After every entry <= (t, id): equal times are rare, so they are walked.
@@ -203,6 +205,7 @@ class ReceiptScorer:
         times.insert(i, t)
         self._amounts.setdefault(rec.key, []).insert(i, amount)
         self.entries[rec.id] = e
+        self.held.hold(rec.size)
         self.merchant_of[rec.id] = rec.key
         heapq.heappush(self._evict, (rec.event_us, rec.key, rec.id))
         return e
@@ -301,6 +304,7 @@ class ReceiptScorer:
             if not lst:
                 del self.by_merchant[merchant], self._times[merchant], self._amounts[merchant]
             del self.merchant_of[rid]
+            self.held.release(e[SIZE])
             self.counters["evicted"] += 1
         self.ids.evict_before(bound - DEDUP_HORIZON_US if bound < POS_INF else NEG_INF)
 
@@ -330,15 +334,19 @@ class ReceiptScorer:
             self.pin_seq = m["pin_seq"]
         self.tolerance = snap["tolerance_us"]
         self.wm = snap["wm"]
-        self.by_merchant = {k: [list(e) for e in v] for k, v in snap["merchants"].items()}
+        # Entries checkpointed before they carried their source bytes count none.
+        self.by_merchant = {k: [[*e, 0] if len(e) == SIZE else list(e) for e in v]
+                            for k, v in snap["merchants"].items()}
         self._times = {k: [e[T] for e in v] for k, v in self.by_merchant.items()}
         self._amounts = {k: [e[AMOUNT] for e in v] for k, v in self.by_merchant.items()}
         self.entries = {}
         self.merchant_of = {}
         self._evict = []
+        self.held = Held()
         for merchant, lst in self.by_merchant.items():
             for e in lst:
                 self.entries[e[ID]] = e
+                self.held.hold(e[SIZE])
                 self.merchant_of[e[ID]] = merchant
                 self._evict.append((e[T], merchant, e[ID]))
         heapq.heapify(self._evict)
@@ -351,17 +359,13 @@ class ReceiptScorer:
         self.peak = dict(snap["peak"])
 
     def _track_peak(self) -> None:
-        n = len(self.entries)
-        if n > self.peak["records"]:
-            self.peak["records"] = n
-            self.peak["bytes"] = self._bytes()
-
-    def _bytes(self) -> int:
-        # Entries are 9 small fields; ~160 B each in CPython plus the id map.
-        return len(self.entries) * 160 + len(self.ids) * 90
+        held = self.held
+        if held.records > self.peak["records"]:
+            self.peak["records"] = held.records
+            self.peak["bytes"] = held.bytes
 
     def state_metrics(self) -> dict[str, Any]:
-        return {"state_records": len(self.entries), "state_bytes": self._bytes(),
+        return {"state_records": len(self.entries), "state_bytes": self.held.bytes,
                 "pending": len(self.pending), "dedup_ids": len(self.ids),
                 "merchants": len(self.by_merchant), "watermark": us_to_iso(self.wm),
                 "model_revision": self.model.revision if self.model else None,
