@@ -21,6 +21,7 @@ import hashlib
 import heapq
 from bisect import bisect_left, insort
 from collections.abc import Iterable
+from operator import attrgetter
 
 from ..contracts import Record
 from ..keys import compose, escape
@@ -130,8 +131,7 @@ class Entry:
         return e
 
 
-def _size_of(e: Entry) -> int:
-    return e.size
+_size_of = attrgetter("size")  # in C: eviction sums the sizes of every evicted entry
 
 
 # Identity row fields after [revision, payload_hash] (operators.identity): the version's key,
@@ -322,15 +322,13 @@ class IntervalJoin:
                      rec.payload, rec.arrival_us)
 
     # ------------------------------------------------------------------ facts
-    def _pair_payload(self, p: Entry, s: Entry, pid: str) -> dict[str, Any]:
-        return pair_payload(self.rule_version, pid, p.key, p.id, p.rev, s.id, s.rev, p.iso,
-                            s.iso, p.payload.get("amount_cents"), s.payload.get("score"))
-
     def _publish(self, p: Entry, s: Entry, out: Emit) -> str:
         pid = _pair_id_escaped(self._rule_eid, p.eid, p.rev, s.eid, s.rev)
-        out.fact(Fact.make(pair_fact_key(p.t, pid, "publish"), "pair",
-                           f"{p.eid}|{s.eid}|{self._rule_eid}", "current",
-                           self._pair_payload(p, s, pid)))
+        out.facts.append(Fact.make(
+            pair_fact_key(p.t, pid, "publish"), "pair", f"{p.eid}|{s.eid}|{self._rule_eid}",
+            "current", pair_payload(self.rule_version, pid, p.key, p.id, p.rev, s.id, s.rev,
+                                    p.iso, s.iso, p.payload.get("amount_cents"),
+                                    s.payload.get("score"))))
         p.matches[s.id] = pid
         s.matches[p.id] = pid
         self.counters["pairs_published"] += 1
@@ -358,8 +356,8 @@ class IntervalJoin:
         p.outcome = status
         payload = outcome_payload(p.id, p.rev, p.key, p.iso, p.payload.get("amount_cents"),
                                   status, len(p.matches), self.rule_version)
-        out.fact(Fact.make(f"outcome|{p.eid}|{p.rev}|{p.outcome_seq}", "outcome", p.id,
-                           status, payload))
+        out.facts.append(Fact.make(f"outcome|{p.eid}|{p.rev}|{p.outcome_seq}", "outcome",
+                                   p.id, status, payload))
 
     # ------------------------------------------------------------------ records
     def on_record(self, rec: Record, out: Emit) -> None:
@@ -506,10 +504,16 @@ class IntervalJoin:
     def _evict(self, side: Side, key: str, bound: int, out: Emit) -> None:
         """Evict `side`'s entries of `key` with t < bound (beyond the horizon); a payment's
         outcome becomes final when it leaves state."""
-        for e in side.state.pop_before(key, bound, _size_of):
-            self._finalize(side, e, out)
+        evicted = side.state.pop_before(key, bound, _size_of)
+        if evicted:
+            for e in evicted:
+                self._finalize(side, e, out)
+            self._maybe_drop_key(key)
 
     def _finalize(self, side: Side, e: Entry, out: Emit) -> None:
+        """`e` left state; the caller then offers its key to `_maybe_drop_key` (once per
+        eviction step: the maxima fold the same whether a key drops after each entry or
+        after all of them)."""
         side.live.pop(e.id, None)
         ident = side.ids.get(e.id)
         if ident is not None and ident[REV] == e.rev:
@@ -525,7 +529,6 @@ class IntervalJoin:
             self._outcome(e, "final", out)
         else:
             self.counters["evicted_signals"] += 1
-        self._maybe_drop_key(e.key)
 
     def _maybe_drop_key(self, key: str) -> None:
         # A key with both sides empty gives up its entry to bound memory; its maxima fold into
@@ -550,6 +553,7 @@ class IntervalJoin:
                 side.state.remove(e.key, e.t, e.seq, e.size)
                 self.counters["ttl_evictions"] += 1
                 self._finalize(side, e, out)
+                self._maybe_drop_key(e.key)
 
     def on_end_of_stream(self, out: Emit) -> None:
         self.on_watermark(PAYMENTS, POS_INF, out)
@@ -578,13 +582,16 @@ class IntervalJoin:
         b = pay.bytes + sig.bytes
         if b > peak["bytes"]:
             peak["bytes"] = b
+        # Per record: `is None` and len(.times) stay in C (a TimeIndex's truth value and
+        # len() would each call its Python __len__).
         pi = pay.keys.get(key)
         si = sig.keys.get(key)
-        n = (len(pi) if pi else 0) + (len(si) if si else 0)
+        n = (0 if pi is None else len(pi.times)) + (0 if si is None else len(si.times))
         if n > peak["hot_key_records"]:
             peak["hot_key"] = key
             peak["hot_key_records"] = n
-            peak["hot_key_bytes"] = (pi.bytes if pi else 0) + (si.bytes if si else 0)
+            peak["hot_key_bytes"] = ((0 if pi is None else pi.bytes)
+                                     + (0 if si is None else si.bytes))
 
     def hottest_key(self) -> tuple[str, int, int] | None:
         best = None
