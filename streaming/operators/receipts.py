@@ -21,17 +21,18 @@ whatever the registry's pointer says by then."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import heapq
 from bisect import bisect_left
+from itertools import accumulate
 
 from ..contracts import Record, payload_hash
 from ..models.registry import Model
 from ..state import Held
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
-from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, ROUTED, Emit, Fact, QueueEntry,
-                   fits_int64)
+from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, INT64_MAX, ROUTED, Emit, Fact,
+                   QueueEntry, fits_int64)
 from .identity import HASH, IdentityIndex, settle
 
 PIPELINE = "receipts"
@@ -55,10 +56,6 @@ RUN_FIELDS = ("watermark",)
 T, ID, AMOUNT, STORE, REV, CNT, AMT, MODEL, STATE, SIZE = range(10)  # SIZE: source bytes
 PENDING, SCORED, HISTORY = 0, 1, 2  # HISTORY: a reconciliation record, never scored live
 ID_T = 2  # identity row (operators.identity): [revision, payload_hash, occurred_us]
-
-
-def _entry_time(e: list[Any]) -> int:
-    return cast(int, e[T])
 
 
 def decision_key(receipt_id: str, scoring_revision: int) -> str:
@@ -215,21 +212,25 @@ class ReceiptScorer:
         [t - 7 min, t), or the window of a receipt in (t, t + 7 min] that it would join?"""
         if not fits_int64(amount):
             return True
-        lst = self.by_merchant.get(merchant)
-        if not lst:
+        times = self._times.get(merchant)
+        if not times:
             return False
-        key = _entry_time
-        lo = bisect_left(lst, t - WINDOW_US, key=key)
-        end = bisect_left(lst, t + WINDOW_US + 1, key=key)
-        prefix = [0]
-        for i in range(lo, end):
-            prefix.append(prefix[-1] + lst[i][AMOUNT])
-        own = prefix[bisect_left(lst, t, lo, end, key=key) - lo]
+        lo = bisect_left(times, t - WINDOW_US)
+        end = bisect_left(times, t + WINDOW_US + 1, lo)
+        if lo == end:
+            return False
+        amounts = self._amounts[merchant][lo:end]
+        # Every sum checked below adds some of these amounts and perhaps `amount`: when even
+        # all of them at the largest magnitude fit, none can leave the range. That bound is
+        # taken in C; the exact walk (Python, per later receipt) runs only when it fails.
+        if (end - lo) * max(max(amounts), -min(amounts)) + abs(amount) <= INT64_MAX:
+            return False
+        prefix = [0, *accumulate(amounts)]
+        own = prefix[bisect_left(times, t, lo, end) - lo]
         if not fits_int64(own):
             return True
-        for i in range(bisect_left(lst, t + 1, lo, end, key=key), end):
-            s = lst[i][T]
-            start = bisect_left(lst, s - WINDOW_US, lo, end, key=key)
+        for i in range(bisect_left(times, t + 1, lo, end), end):
+            start = bisect_left(times, times[i] - WINDOW_US, lo, end)
             if not fits_int64(prefix[i - lo] - prefix[start - lo] + amount):
                 return True
         return False
