@@ -16,17 +16,19 @@ new version is still in state and the key is unchanged; otherwise the whole corr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 import hashlib
 import heapq
 from bisect import bisect_left, insort
 from collections.abc import Iterable
+from operator import attrgetter
 
 from ..contracts import Record
 from ..keys import compose, escape
 from ..state import KeyedSide
 from ..timeutil import NEG_INF, POS_INF, US_PER_MIN, us_to_iso
-from .base import ACCEPTED, DUPLICATE, ROUTED, STALE, Emit, Fact, QueueEntry, Quarantined
+from .base import ACCEPTED, ROUTED, Emit, Fact, QueueEntry
+from .identity import CORRECTION, LIVE, REV, IdentityIndex, settle
 
 RULE_VERSION = "ij-v1:-47m..+8m"
 LOWER_US = 47 * US_PER_MIN  # look-back: signal may precede the payment by up to 47 min
@@ -129,28 +131,24 @@ class Entry:
         return e
 
 
-def _size_of(e: Entry) -> int:
-    return e.size
+_size_of = attrgetter("size")  # in C: eviction sums the sizes of every evicted entry
 
 
-class Identity:
-    """The latest revision seen of one event ID and where that version is now."""
+# Identity row fields after [revision, payload_hash] (operators.identity): the version's key,
+# its event time and where it is now (live | evicted | queued).
+ID_KEY, ID_T, ID_WHERE = 2, 3, 4
+EVICTED = "evicted"
+QUEUED = "queued"
 
-    __slots__ = ("rev", "hash", "key", "t", "where")
 
-    def __init__(self, rev: int, hash: str, key: str, t: int, where: str):
-        self.rev = rev
-        self.hash = hash
-        self.key = key
-        self.t = t
-        self.where = where  # live | evicted | queued
+class IdentityView(NamedTuple):
+    """A read-only view of one identity row, for inspection."""
 
-    def dump(self) -> list[Any]:
-        return [self.rev, self.hash, self.key, self.t, self.where]
-
-    @classmethod
-    def load(cls, row: list[Any]) -> Identity:
-        return cls(row[0], row[1], row[2], row[3], row[4])
+    rev: int
+    hash: str
+    key: str
+    t: int
+    where: str
 
 
 class Side:
@@ -169,7 +167,7 @@ class Side:
         self.lower = lower
         self.upper = upper
         self.state = KeyedSide(topic)
-        self.ids: dict[str, Identity] = {}
+        self.ids = IdentityIndex(time_slot=ID_T, where_slot=ID_WHERE)
         self.live: dict[str, Entry] = {}
         self.evicted_max: dict[str, int] = {}
         # Largest evicted_max of any key whose entry was dropped: a safe bound for missing keys.
@@ -202,7 +200,6 @@ class IntervalJoin:
         self.covered: dict[str, list[tuple[int, int]]] = {}
         self.seq = 0
         self._ttl_heap: list[tuple[int, int, str, str]] = []
-        self._ident_heap: list[tuple[int, str, str]] = []
         self.counters = {"late_joined": 0, "late_queued": 0, "corrections_live": 0,
                          "corrections_queued": 0, "evicted_payments": 0, "evicted_signals": 0,
                          "ttl_evictions": 0, "pairs_published": 0, "pairs_retired": 0}
@@ -244,12 +241,12 @@ class IntervalJoin:
         return self.signals.live
 
     @property
-    def pay_ids(self) -> dict[str, Identity]:
-        return self.payments.ids
+    def pay_ids(self) -> dict[str, IdentityView]:
+        return {k: IdentityView(*v) for k, v in self.payments.ids.rows.items()}
 
     @property
-    def sig_ids(self) -> dict[str, Identity]:
-        return self.signals.ids
+    def sig_ids(self) -> dict[str, IdentityView]:
+        return {k: IdentityView(*v) for k, v in self.signals.ids.rows.items()}
 
     @property
     def evicted_max_pay(self) -> dict[str, int]:
@@ -314,7 +311,7 @@ class IntervalJoin:
         out.queue.append(QueueEntry(rec.topic, rec.partition, rec.offset, rec.id, rec.revision,
                                     rec.key, rec.event_us, reason, side.wm, detail or {}))
         out.disposition(rec, ROUTED)
-        self._retire_identity(rec.topic, rec.id, rec.event_us)
+        side.ids.may_forget(rec.id, rec.event_us)
         insort(side.queued.setdefault(rec.key, []), rec.event_us)
         if detail and "old_event_us" in detail:
             insort(side.queued.setdefault(rec.key, []), detail["old_event_us"])
@@ -325,15 +322,13 @@ class IntervalJoin:
                      rec.payload, rec.arrival_us)
 
     # ------------------------------------------------------------------ facts
-    def _pair_payload(self, p: Entry, s: Entry, pid: str) -> dict[str, Any]:
-        return pair_payload(self.rule_version, pid, p.key, p.id, p.rev, s.id, s.rev, p.iso,
-                            s.iso, p.payload.get("amount_cents"), s.payload.get("score"))
-
     def _publish(self, p: Entry, s: Entry, out: Emit) -> str:
         pid = _pair_id_escaped(self._rule_eid, p.eid, p.rev, s.eid, s.rev)
-        out.fact(Fact.make(pair_fact_key(p.t, pid, "publish"), "pair",
-                           f"{p.eid}|{s.eid}|{self._rule_eid}", "current",
-                           self._pair_payload(p, s, pid)))
+        out.facts.append(Fact.make(
+            pair_fact_key(p.t, pid, "publish"), "pair", f"{p.eid}|{s.eid}|{self._rule_eid}",
+            "current", pair_payload(self.rule_version, pid, p.key, p.id, p.rev, s.id, s.rev,
+                                    p.iso, s.iso, p.payload.get("amount_cents"),
+                                    s.payload.get("score"))))
         p.matches[s.id] = pid
         s.matches[p.id] = pid
         self.counters["pairs_published"] += 1
@@ -361,8 +356,8 @@ class IntervalJoin:
         p.outcome = status
         payload = outcome_payload(p.id, p.rev, p.key, p.iso, p.payload.get("amount_cents"),
                                   status, len(p.matches), self.rule_version)
-        out.fact(Fact.make(f"outcome|{p.eid}|{p.rev}|{p.outcome_seq}", "outcome", p.id,
-                           status, payload))
+        out.facts.append(Fact.make(f"outcome|{p.eid}|{p.rev}|{p.outcome_seq}", "outcome",
+                                   p.id, status, payload))
 
     # ------------------------------------------------------------------ records
     def on_record(self, rec: Record, out: Emit) -> None:
@@ -370,42 +365,25 @@ class IntervalJoin:
         self.on_event(side, self._other[rec.topic], rec, out)
         self._track_peak(rec.key)
 
-    def _identity_check(self, ids: dict[str, Any], rec: Record, out: Emit) -> str:
-        """'new', 'correction', or a terminal disposition already emitted ('done')."""
-        known = ids.get(rec.id)
-        if known is None:
-            return "new"
-        if rec.revision == known.rev:
-            if rec.payload_hash == known.hash:
-                out.disposition(rec, DUPLICATE)
-            else:
-                out.quarantine.append(Quarantined(
-                    rec.topic, rec.partition, rec.offset, "conflicting_duplicate",
-                    f"{rec.id} revision {rec.revision} was seen with other content", ""))
-            return "done"
-        if rec.revision < known.rev:
-            out.disposition(rec, STALE)
-            return "done"
-        return "correction"
-
     def on_event(self, side: Side, other: Side, rec: Record, out: Emit) -> None:
         """One record of `side`: duplicate/stale/conflict, correction, late proof, or insert."""
-        what = self._identity_check(side.ids, rec, out)
-        if what == "done":
-            return
-        if what == "correction":
-            self._correct(side, other, rec, out)
+        what, known = side.ids.classify(rec)
+        if known is not None:
+            if what == CORRECTION:
+                self._correct(side, other, rec, known, out)
+            else:
+                settle(what, rec, out)
             return
         t, key = rec.event_us, rec.key
         if t < side.wm:
             blocker = self._blocker(side, other, key, t)
             if blocker:
                 self.counters["late_queued"] += 1
-                side.ids[rec.id] = Identity(rec.revision, rec.payload_hash, key, t, "queued")
+                side.ids.remember(rec.id, [rec.revision, rec.payload_hash, key, t, QUEUED])
                 self._queue(rec, f"late_{side.label}:{blocker}", out)
                 return
             self.counters["late_joined"] += 1
-        side.ids[rec.id] = Identity(rec.revision, rec.payload_hash, key, t, "live")
+        side.ids.remember(rec.id, [rec.revision, rec.payload_hash, key, t, LIVE])
         out.disposition(rec, ACCEPTED)
         self._insert(side, other, self._new_entry(rec), out)
 
@@ -424,11 +402,11 @@ class IntervalJoin:
         self._evict_if_beyond_horizon(side, other, e, out)
 
     # ------------------------------------------------------------------ corrections
-    def _correct(self, side: Side, other: Side, rec: Record, out: Emit) -> None:
+    def _correct(self, side: Side, other: Side, rec: Record, known: list[Any],
+                 out: Emit) -> None:
         """A higher revision: live only if the old version, its counterparts and the new
         version's range are all still in state under the same key; else queued whole."""
         old = side.live.get(rec.id)
-        known = side.ids[rec.id]
         reason: str | None
         if old is None:
             reason = "correction:old_version_not_in_state"
@@ -442,13 +420,14 @@ class IntervalJoin:
         if reason or old is None:
             reason = reason or "correction:old_version_not_in_state"
             self.counters["corrections_queued"] += 1
-            side.ids[rec.id] = Identity(rec.revision, rec.payload_hash, rec.key, rec.event_us,
-                                        "queued")
-            self._queue(rec, reason, out, {"old_revision": known.rev, "old_event_us": known.t,
-                                           "old_key": known.key})
+            side.ids.remember(rec.id, [rec.revision, rec.payload_hash, rec.key, rec.event_us,
+                                       QUEUED])
+            self._queue(rec, reason, out, {"old_revision": known[REV],
+                                           "old_event_us": known[ID_T],
+                                           "old_key": known[ID_KEY]})
             return
         self.counters["corrections_live"] += 1
-        side.ids[rec.id] = Identity(rec.revision, rec.payload_hash, rec.key, rec.event_us, "live")
+        side.ids.remember(rec.id, [rec.revision, rec.payload_hash, rec.key, rec.event_us, LIVE])
         out.disposition(rec, ACCEPTED)
         # Take the old version out of state and off its counterparts.
         side.state.remove(old.key, old.t, old.seq, old.size)
@@ -519,34 +498,28 @@ class IntervalJoin:
             return
         self._pruned_at = low
         bound = low - self.identity_retention
-        heap = self._ident_heap
-        pruned = 0
-        while heap and heap[0][0] < bound:
-            t, topic, eid = heapq.heappop(heap)
-            ids = self._sides[topic].ids
-            v = ids.get(eid)
-            # Only an identity still as it was when it left state (same time, not live again).
-            if v is not None and v.where != "live" and v.t == t:
-                del ids[eid]
-                pruned += 1
+        pruned = self.payments.ids.evict_before(bound) + self.signals.ids.evict_before(bound)
         self.counters["identities_pruned"] = self.counters.get("identities_pruned", 0) + pruned
-
-    def _retire_identity(self, topic: str, eid: str, t: int) -> None:
-        """An identity left live state (evicted or queued): a pruning candidate from now on."""
-        heapq.heappush(self._ident_heap, (t, topic, eid))
 
     def _evict(self, side: Side, key: str, bound: int, out: Emit) -> None:
         """Evict `side`'s entries of `key` with t < bound (beyond the horizon); a payment's
         outcome becomes final when it leaves state."""
-        for e in side.state.pop_before(key, bound, _size_of):
-            self._finalize(side, e, out)
+        evicted = side.state.pop_before(key, bound, _size_of)
+        if evicted:
+            for e in evicted:
+                self._finalize(side, e, out)
+            self._maybe_drop_key(key)
 
     def _finalize(self, side: Side, e: Entry, out: Emit) -> None:
+        """`e` left state; the caller then offers its key to `_maybe_drop_key` (once per
+        eviction step: the maxima fold the same whether a key drops after each entry or
+        after all of them)."""
         side.live.pop(e.id, None)
         ident = side.ids.get(e.id)
-        if ident is not None and ident.rev == e.rev:
-            ident.where = "evicted"
-            self._retire_identity(side.topic, e.id, ident.t)
+        if ident is not None and ident[REV] == e.rev:
+            # The identity left live state: a candidate for forgetting from now on.
+            ident[ID_WHERE] = EVICTED
+            side.ids.may_forget(e.id, ident[ID_T])
         prev = side.evicted_max.get(e.key)
         if prev is None:
             prev = self._fallback(side)
@@ -556,7 +529,6 @@ class IntervalJoin:
             self._outcome(e, "final", out)
         else:
             self.counters["evicted_signals"] += 1
-        self._maybe_drop_key(e.key)
 
     def _maybe_drop_key(self, key: str) -> None:
         # A key with both sides empty gives up its entry to bound memory; its maxima fold into
@@ -581,6 +553,7 @@ class IntervalJoin:
                 side.state.remove(e.key, e.t, e.seq, e.size)
                 self.counters["ttl_evictions"] += 1
                 self._finalize(side, e, out)
+                self._maybe_drop_key(e.key)
 
     def on_end_of_stream(self, out: Emit) -> None:
         self.on_watermark(PAYMENTS, POS_INF, out)
@@ -609,13 +582,16 @@ class IntervalJoin:
         b = pay.bytes + sig.bytes
         if b > peak["bytes"]:
             peak["bytes"] = b
+        # Per record: `is None` and len(.times) stay in C (a TimeIndex's truth value and
+        # len() would each call its Python __len__).
         pi = pay.keys.get(key)
         si = sig.keys.get(key)
-        n = (len(pi) if pi else 0) + (len(si) if si else 0)
+        n = (0 if pi is None else len(pi.times)) + (0 if si is None else len(si.times))
         if n > peak["hot_key_records"]:
             peak["hot_key"] = key
             peak["hot_key_records"] = n
-            peak["hot_key_bytes"] = (pi.bytes if pi else 0) + (si.bytes if si else 0)
+            peak["hot_key_bytes"] = ((0 if pi is None else pi.bytes)
+                                     + (0 if si is None else si.bytes))
 
     def hottest_key(self) -> tuple[str, int, int] | None:
         best = None
@@ -678,15 +654,15 @@ class IntervalJoin:
             "ttl": self.ttl,
             "payments": [e.dump() for idx in p.state.keys.values() for e in idx.items],
             "signals": [e.dump() for idx in s.state.keys.values() for e in idx.items],
-            "pay_ids": {k: v.dump() for k, v in p.ids.items()},
-            "sig_ids": {k: v.dump() for k, v in s.ids.items()},
+            "pay_ids": p.ids.rows, "sig_ids": s.ids.rows,
             "evicted_max_pay": p.evicted_max, "evicted_max_sig": s.evicted_max,
             "dropped_max_pay": p.dropped_max, "dropped_max_sig": s.dropped_max,
             "queued_pay": p.queued, "queued_sig": s.queued,
             "payment_wm": p.wm, "risk_wm": s.wm, "seq": self.seq,
             "pruned_at": self._pruned_at, "identity_retention": self.identity_retention,
             "ttl_heap": [list(x) for x in self._ttl_heap],
-            "ident_heap": [list(x) for x in self._ident_heap],
+            "ident_heap": [[t, side.topic, eid] for side in (p, s)
+                           for t, eid in side.ids.candidates],
             "counters": self.counters, "peak": self.peak,
         }
 
@@ -700,7 +676,8 @@ class IntervalJoin:
         self._other = {PAYMENTS: self.signals, SIGNALS: self.payments}
         self._sides = {PAYMENTS: self.payments, SIGNALS: self.signals}
         for side, tag in ((self.payments, "pay"), (self.signals, "sig")):
-            side.ids = {k: Identity.load(v) for k, v in snap[f"{tag}_ids"].items()}
+            side.ids.load(snap[f"{tag}_ids"], [(t, eid) for t, topic, eid in snap["ident_heap"]
+                                               if topic == side.topic])
             side.evicted_max = snap[f"evicted_max_{tag}"]
             side.dropped_max = snap[f"dropped_max_{tag}"]
             side.queued = snap[f"queued_{tag}"]
@@ -717,7 +694,5 @@ class IntervalJoin:
                 side.live[e.id] = e
                 side.heap.append((e.t, e.key))
             heapq.heapify(side.heap)
-        self._ident_heap = [tuple(x) for x in snap["ident_heap"]]
-        heapq.heapify(self._ident_heap)
         self._ttl_heap = [tuple(x) for x in snap["ttl_heap"]]
         heapq.heapify(self._ttl_heap)

@@ -22,10 +22,12 @@ from functools import lru_cache
 from collections.abc import Callable, Iterable
 
 from ..contracts import Record, payload_hash
+from ..state import Held
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, event_date, us_to_dt, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, ROUTED, STALE, Emit, Fact,
                    Quarantined, fits_int64)
-from .ledger_categories import (CATEGORY, DUPLICATE as VERSION_DUPLICATE, HIGH_RISK,
+from .identity import CONFLICT, CORRECTION, LIVE, IdentityIndex, settle
+from .ledger_categories import (CATEGORY, DUPLICATE as VERSION_DUPLICATE, HIGH_RISK, SIZE,
                                 CategoryVersions, VersionRejected, version_from_record)
 
 STATE_SCHEMA = "ledger/1"
@@ -38,12 +40,15 @@ MAX_BACKLOG_AGE_US = 15 * US_PER_MIN
 REPAIR_TABLE = "ledger_repair_requests"
 UNCATEGORIZED = "uncategorized"
 
-# Identity row: [revision, payload_hash, account_id, hour_us, merchant_id, event_us, where]
+# Identity row (operators.identity): [revision, payload_hash, account_id, hour_us, merchant_id,
+# event_us, where]. The ledger forgets no identity: `by_merchant` finds payments through them.
 I_REV, I_HASH, I_ACCOUNT, I_HOUR, I_MERCHANT, I_EVENT, I_WHERE = range(7)
-LIVE = "live"
+P_SIZE = 4  # a window payment: [revision, merchant, amount, event_us, source bytes]
 ROUTED_WHERE = "routed"
 
 Signer = Callable[[dict[str, Any]], str]
+# The counter each settled identity outcome adds to.
+_SETTLED_COUNTER = {DUPLICATE: "duplicates", CONFLICT: "conflicts", STALE: "stale"}
 
 
 @lru_cache(maxsize=4096)
@@ -103,7 +108,7 @@ class Window:
     def __init__(self, account: str, hour: int):
         self.account = account
         self.hour = hour
-        # payment_id -> [revision, merchant, amount, event_us]
+        # payment_id -> [revision, merchant, amount, event_us, source bytes]
         self.payments: dict[str, list[Any]] = {}
         self.revision = 0
         self.content_hash = ""
@@ -114,14 +119,20 @@ class Window:
         self.cls: dict[str, tuple[str, bool]] = {}  # payment_id -> (category, high risk)
 
     def add(self, pid: str, entry: list[Any], version: list[Any] | None) -> None:
-        """Add a payment [revision, merchant, amount, event_us] under its effective version."""
+        """Add a payment [revision, merchant, amount, event_us, source bytes] under its
+        effective version."""
         self.payments[pid] = entry
         self.total += entry[2]
         self._classify(pid, version)
 
-    def remove(self, pid: str) -> None:
-        self.total -= self.payments.pop(pid)[2]
+    def remove(self, pid: str) -> list[Any]:
+        entry = self.payments.pop(pid)
+        self.total -= entry[2]
         self._unclassify(pid)
+        return entry
+
+    def held_bytes(self) -> int:
+        return sum(p[P_SIZE] for p in self.payments.values())
 
     def reclassify(self, pid: str, version: list[Any] | None) -> None:
         """A category version changed which version holds this payment's event time."""
@@ -164,7 +175,9 @@ class Window:
         under the restored category versions (they are derived, so not checkpointed)."""
         w = cls(row[0], row[1])
         for pid, entry in row[2].items():
-            w.add(pid, list(entry), cats.effective(entry[1], entry[3]))
+            # Entries checkpointed before they carried their source bytes count none.
+            w.add(pid, [*entry, 0] if len(entry) == P_SIZE else list(entry),
+                  cats.effective(entry[1], entry[3]))
         w.revision, w.content_hash, w.status = row[3], row[4], row[5]
         w.total = sum(p[2] for p in w.payments.values())
         return w
@@ -180,9 +193,10 @@ class LedgerOperator:
         self.key_source = key_source
         self.retention = retention_us
         self.cats = CategoryVersions()
-        self.ids: dict[str, list[Any]] = {}
+        self.ids = IdentityIndex(time_slot=I_EVENT, where_slot=I_WHERE)
         self.by_merchant: dict[str, list[str]] = {}
         self.windows: dict[str, Window] = {}
+        self.held = Held()  # payments in open windows and category versions
         self.wm = NEG_INF
         self._due_provisional: list[tuple[int, str]] = []
         self._due_final: list[tuple[int, str]] = []
@@ -253,23 +267,13 @@ class LedgerOperator:
         merchant = p["merchant_id"]
         t = rec.event_us
         hour = t - t % US_PER_HOUR
-        known = self.ids.get(rec.id)
+        what, known = self.ids.classify(rec)
         if known is not None:
-            if rec.revision == known[I_REV]:
-                if rec.payload_hash == known[I_HASH]:
-                    self.counters["duplicates"] += 1
-                    out.disposition(rec, DUPLICATE)
-                else:
-                    self.counters["conflicts"] += 1
-                    out.quarantine.append(Quarantined(
-                        rec.topic, rec.partition, rec.offset, "conflicting_duplicate",
-                        f"{rec.id} revision {rec.revision} was seen with other content", ""))
-                return
-            if rec.revision < known[I_REV]:
-                self.counters["stale"] += 1
-                out.disposition(rec, STALE)
-                return
-            self._correct(rec, known, account, merchant, hour, out)
+            if what == CORRECTION:
+                self._correct(rec, known, account, merchant, hour, out)
+            else:
+                self.counters[_SETTLED_COUNTER[what]] += 1
+                settle(what, rec, out)
             return
         if self._is_final(hour):
             self._route(rec, account, merchant, hour, [(account, hour)], "beyond_retention", out)
@@ -277,13 +281,15 @@ class LedgerOperator:
         if self._overflows(account, hour, p["amount_cents"]):
             self._route(rec, account, merchant, hour, [(account, hour)], AGGREGATE_OVERFLOW, out)
             return
-        self.ids[rec.id] = [rec.revision, rec.payload_hash, account, hour, merchant, t, LIVE]
+        self.ids.remember(rec.id, [rec.revision, rec.payload_hash, account, hour, merchant, t,
+                                   LIVE])
         self.by_merchant.setdefault(merchant, []).append(rec.id)
         self.counters["payments_accepted"] += 1
         out.disposition(rec, ACCEPTED)
         w = self._window(account, hour)
-        w.add(rec.id, [rec.revision, merchant, p["amount_cents"], t],
+        w.add(rec.id, [rec.revision, merchant, p["amount_cents"], t, rec.size],
               self.cats.effective(merchant, t))
+        self.held.hold(rec.size)
         self._changed(w, out)
 
     def _overflows(self, account: str, hour: int, amount: int, leaving: str | None = None
@@ -302,8 +308,8 @@ class LedgerOperator:
                windows: list[tuple[str, int]], reason: str, out: Emit) -> None:
         if rec.id not in self.ids or self.ids[rec.id][I_MERCHANT] != merchant:
             self.by_merchant.setdefault(merchant, []).append(rec.id)
-        self.ids[rec.id] = [rec.revision, rec.payload_hash, account, hour, merchant,
-                            rec.event_us, ROUTED_WHERE]
+        self.ids.remember(rec.id, [rec.revision, rec.payload_hash, account, hour, merchant,
+                                   rec.event_us, ROUTED_WHERE])
         self.counters["routed_payments"] += 1
         out.disposition(rec, ROUTED)
         for acct, h in dict.fromkeys(windows):
@@ -328,14 +334,15 @@ class LedgerOperator:
         self.counters["corrections_live"] += 1
         out.disposition(rec, ACCEPTED)
         old_w = self.windows[window_logical_key(*old_key)]
-        old_w.remove(rec.id)
+        self.held.release(old_w.remove(rec.id)[P_SIZE])
         if merchant != known[I_MERCHANT]:
             self.by_merchant.setdefault(merchant, []).append(rec.id)
-        self.ids[rec.id] = [rec.revision, rec.payload_hash, account, hour, merchant,
-                            rec.event_us, LIVE]
+        self.ids.remember(rec.id, [rec.revision, rec.payload_hash, account, hour, merchant,
+                                   rec.event_us, LIVE])
         new_w = self._window(account, hour)
-        new_w.add(rec.id, [rec.revision, merchant, rec.payload["amount_cents"], rec.event_us],
-                  self.cats.effective(merchant, rec.event_us))
+        new_w.add(rec.id, [rec.revision, merchant, rec.payload["amount_cents"], rec.event_us,
+                           rec.size], self.cats.effective(merchant, rec.event_us))
+        self.held.hold(rec.size)
         self._changed(old_w, out)
         if new_w is not old_w:
             self._changed(new_w, out)
@@ -363,6 +370,7 @@ class LedgerOperator:
             e = self.cats.effective(merchant, ident[I_EVENT])
             before[pid] = (e[CATEGORY], e[HIGH_RISK]) if e else None
         self.cats.add(merchant, v)
+        self.held.hold(v[SIZE])
         self.counters["category_versions"] += 1
         open_changed: dict[str, Window] = {}
         final_changed: dict[tuple[str, int], None] = {}
@@ -410,6 +418,7 @@ class LedgerOperator:
             w = self.windows.pop(k, None)
             if w is not None:
                 self._emit(w, "final", out, force=True)
+                self.held.release(w.held_bytes(), len(w.payments))
 
     def on_clock(self, clock_us: int, out: Emit) -> None:
         return None  # windows close on the payments watermark only, never on a clock
@@ -421,10 +430,8 @@ class LedgerOperator:
     # ------------------------------------------------------------------ observability
     def state_metrics(self) -> dict[str, Any]:
         payments = sum(len(w.payments) for w in self.windows.values())
-        # Rough retained bytes: identity rows ~120 B, window payments ~90 B, windows ~160 B.
-        est = len(self.ids) * 120 + payments * 90 + len(self.windows) * 160 + len(self.cats) * 120
         return {"state_records": len(self.ids) + payments + len(self.cats),
-                "state_bytes": est, "open_windows": len(self.windows),
+                "state_bytes": self.held.bytes, "open_windows": len(self.windows),
                 "open_window_payments": payments, "identities": len(self.ids),
                 "category_versions": len(self.cats), "payments_wm": us_to_iso(self.wm),
                 "peak": dict(self.peak), **self.counters}
@@ -432,7 +439,7 @@ class LedgerOperator:
     # ------------------------------------------------------------------ checkpoint
     def snapshot(self) -> dict[str, Any]:
         return {"rule_version": RULE_VERSION, "retention_us": self.retention, "wm": self.wm,
-                "ids": self.ids, "by_merchant": self.by_merchant,
+                "ids": self.ids.rows, "by_merchant": self.by_merchant,
                 "windows": [w.dump() for w in self.windows.values()],
                 "categories": self.cats.snapshot(), "counters": self.counters,
                 "peak": self.peak}
@@ -442,7 +449,8 @@ class LedgerOperator:
             raise ValueError(f"checkpoint rule version {snap['rule_version']} != {RULE_VERSION}")
         self.retention = snap["retention_us"]
         self.wm = snap["wm"]
-        self.ids = {k: list(v) for k, v in snap["ids"].items()}
+        self.ids = IdentityIndex(time_slot=I_EVENT, where_slot=I_WHERE)
+        self.ids.load(snap["ids"], [])
         self.by_merchant = {k: list(v) for k, v in snap["by_merchant"].items()}
         self.cats = CategoryVersions.restore(snap["categories"])
         self.counters = dict(snap["counters"])
@@ -450,8 +458,13 @@ class LedgerOperator:
         self.windows = {}
         self._due_provisional = []
         self._due_final = []
+        self.held = Held()
+        for versions in self.cats.by_merchant.values():
+            for v in versions:
+                self.held.hold(v[SIZE] if len(v) > SIZE else 0)
         for row in snap["windows"]:
             w = Window.load(row, self.cats)
+            self.held.hold(w.held_bytes(), len(w.payments))
             k = window_logical_key(w.account, w.hour)
             self.windows[k] = w
             if w.revision == 0:

@@ -17,8 +17,9 @@ from ..contracts import Record
 from ..timeutil import POS_INF, us_to_iso
 
 # A version as kept in state (JSON-able): [from_us, to_us|None, version_id, category, high_risk,
-# payload_hash]
-FROM, TO, VID, CATEGORY, HIGH_RISK, HASH = range(6)
+# payload_hash, source bytes]. Versions built outside the live operator (the repair rebuild,
+# checkpoints from before the bytes were kept) may end at payload_hash.
+FROM, TO, VID, CATEGORY, HIGH_RISK, HASH, SIZE = range(7)
 
 NEW = "new"
 DUPLICATE = "duplicate"
@@ -108,4 +109,5 @@ def version_from_record(rec: Record) -> tuple[str, list[Any]]:
     """(merchant, version) from a validated merchant_categories record."""
     p = rec.payload
     return p["merchant_id"], [rec.times["effective_from"], rec.times.get("effective_to"),
-                              p["version_id"], p["category"], p["high_risk"], rec.payload_hash]
+                              p["version_id"], p["category"], p["high_risk"], rec.payload_hash,
+                              rec.size]

@@ -21,16 +21,19 @@ whatever the registry's pointer says by then."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import heapq
 from bisect import bisect_left
+from itertools import accumulate
 
 from ..contracts import Record, payload_hash
 from ..models.registry import Model
+from ..state import Held
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
-from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, ROUTED, Emit, Fact, QueueEntry,
-                   Quarantined, fits_int64)
+from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, INT64_MAX, ROUTED, Emit, Fact,
+                   QueueEntry, fits_int64)
+from .identity import HASH, IdentityIndex, settle
 
 PIPELINE = "receipts"
 TOPIC = "receipts"
@@ -50,12 +53,9 @@ KIND = "decision"
 RUN_FIELDS = ("watermark",)
 
 # Entry layout (lists, for compact snapshots):
-T, ID, AMOUNT, STORE, REV, CNT, AMT, MODEL, STATE = range(9)
+T, ID, AMOUNT, STORE, REV, CNT, AMT, MODEL, STATE, SIZE = range(10)  # SIZE: source bytes
 PENDING, SCORED, HISTORY = 0, 1, 2  # HISTORY: a reconciliation record, never scored live
-
-
-def _entry_time(e: list[Any]) -> int:
-    return cast(int, e[T])
+ID_T = 2  # identity row (operators.identity): [revision, payload_hash, occurred_us]
 
 
 def decision_key(receipt_id: str, scoring_revision: int) -> str:
@@ -104,12 +104,13 @@ class ReceiptScorer:
         self._times: dict[str, list[int]] = {}
         self._amounts: dict[str, list[int]] = {}
         self.entries: dict[str, list[Any]] = {}  # receipt_id -> entry (also in by_merchant)
+        self.held = Held()  # the entries' records and source bytes
         self.merchant_of: dict[str, str] = {}
-        # receipt_id -> [payload_hash, occurred_us] for duplicate detection
-        self.ids: dict[str, list[Any]] = {}
+        # receipt_id -> [revision, payload_hash, occurred_us] for duplicate detection (receipts
+        # carry no revision field: every record is revision 1)
+        self.ids = IdentityIndex(time_slot=ID_T)
         self.pending: list[tuple[int, str]] = []  # (t, id) not yet scored
         self._evict: list[tuple[int, str, str]] = []  # (t, merchant, id)
-        self._id_evict: list[tuple[int, str]] = []
         self.counters = {"accepted": 0, "duplicates": 0, "conflicts": 0, "scored": 0,
                          "late_within_tolerance": 0, "beyond_allowed_delay": 0,
                          "rescored_live": 0, "evicted": 0}
@@ -141,20 +142,15 @@ class ReceiptScorer:
 
     # ------------------------------------------------------------------ records
     def on_record(self, rec: Record, out: Emit) -> None:
-        known = self.ids.get(rec.id)
+        what, known = self.ids.classify(rec)
         if known is not None:
-            if known[0] == rec.payload_hash:
-                self.counters["duplicates"] += 1
-                out.disposition(rec, DUPLICATE)
-            else:
-                self.counters["conflicts"] += 1
-                out.quarantine.append(Quarantined(
-                    rec.topic, rec.partition, rec.offset, "conflicting_duplicate",
-                    f"receipt {rec.id} was uploaded before with other content", ""))
+            self.counters["duplicates" if what == DUPLICATE else "conflicts"] += 1
+            settle(what, rec, out, f"receipt {rec.id} was uploaded before with other content")
             return
         t = rec.event_us
-        self.ids[rec.id] = [rec.payload_hash, t]
-        heapq.heappush(self._id_evict, (t, rec.id))
+        # Remembered for the dedup horizon whatever becomes of the receipt.
+        self.ids.remember(rec.id, [rec.revision, rec.payload_hash, t])
+        self.ids.may_forget(rec.id, t)
         p = rec.payload
         if self._overflows(rec.key, t, p["amount_cents"]):
             # Its merchant's 7-minute sums would leave the 64-bit range: it joins no state and
@@ -195,7 +191,7 @@ class ReceiptScorer:
 
     def _insert(self, rec: Record, state: int) -> list[Any]:
         t, rid, amount = rec.event_us, rec.id, rec.payload["amount_cents"]
-        e = [t, rid, amount, rec.payload["store_id"], 0, 0, 0, None, state]
+        e = [t, rid, amount, rec.payload["store_id"], 0, 0, 0, None, state, rec.size]
         lst = self.by_merchant.setdefault(rec.key, [])
         times = self._times.setdefault(rec.key, [])
         # After every entry <= (t, id): equal times are rare, so they are walked.
@@ -206,6 +202,7 @@ class ReceiptScorer:
         times.insert(i, t)
         self._amounts.setdefault(rec.key, []).insert(i, amount)
         self.entries[rec.id] = e
+        self.held.hold(rec.size)
         self.merchant_of[rec.id] = rec.key
         heapq.heappush(self._evict, (rec.event_us, rec.key, rec.id))
         return e
@@ -215,21 +212,25 @@ class ReceiptScorer:
         [t - 7 min, t), or the window of a receipt in (t, t + 7 min] that it would join?"""
         if not fits_int64(amount):
             return True
-        lst = self.by_merchant.get(merchant)
-        if not lst:
+        times = self._times.get(merchant)
+        if not times:
             return False
-        key = _entry_time
-        lo = bisect_left(lst, t - WINDOW_US, key=key)
-        end = bisect_left(lst, t + WINDOW_US + 1, key=key)
-        prefix = [0]
-        for i in range(lo, end):
-            prefix.append(prefix[-1] + lst[i][AMOUNT])
-        own = prefix[bisect_left(lst, t, lo, end, key=key) - lo]
+        lo = bisect_left(times, t - WINDOW_US)
+        end = bisect_left(times, t + WINDOW_US + 1, lo)
+        if lo == end:
+            return False
+        amounts = self._amounts[merchant][lo:end]
+        # Every sum checked below adds some of these amounts and perhaps `amount`: when even
+        # all of them at the largest magnitude fit, none can leave the range. That bound is
+        # taken in C; the exact walk (Python, per later receipt) runs only when it fails.
+        if (end - lo) * max(max(amounts), -min(amounts)) + abs(amount) <= INT64_MAX:
+            return False
+        prefix = [0, *accumulate(amounts)]
+        own = prefix[bisect_left(times, t, lo, end) - lo]
         if not fits_int64(own):
             return True
-        for i in range(bisect_left(lst, t + 1, lo, end, key=key), end):
-            s = lst[i][T]
-            start = bisect_left(lst, s - WINDOW_US, lo, end, key=key)
+        for i in range(bisect_left(times, t + 1, lo, end), end):
+            start = bisect_left(times, times[i] - WINDOW_US, lo, end)
             if not fits_int64(prefix[i - lo] - prefix[start - lo] + amount):
                 return True
         return False
@@ -304,12 +305,9 @@ class ReceiptScorer:
             if not lst:
                 del self.by_merchant[merchant], self._times[merchant], self._amounts[merchant]
             del self.merchant_of[rid]
+            self.held.release(e[SIZE])
             self.counters["evicted"] += 1
-        idh = self._id_evict
-        id_bound = bound - DEDUP_HORIZON_US if bound < POS_INF else NEG_INF
-        while idh and idh[0][0] < id_bound:
-            _, rid = heapq.heappop(idh)
-            self.ids.pop(rid, None)
+        self.ids.evict_before(bound - DEDUP_HORIZON_US if bound < POS_INF else NEG_INF)
 
     def on_clock(self, clock_us: int, out: Emit) -> None:
         return None  # nothing here is decided by a clock
@@ -324,7 +322,9 @@ class ReceiptScorer:
                       "pin_seq": self.pin_seq} if self.model else None,
             "tolerance_us": self.tolerance, "wm": self.wm,
             "merchants": {m: lst for m, lst in self.by_merchant.items()},
-            "ids": self.ids, "pending": [list(p) for p in self.pending],
+            # Checkpointed as receipt_id -> [payload_hash, occurred_us] (every revision is 1).
+            "ids": {k: [v[HASH], v[ID_T]] for k, v in self.ids.rows.items()},
+            "pending": [list(p) for p in self.pending],
             "counters": self.counters, "peak": self.peak,
         }
 
@@ -335,38 +335,38 @@ class ReceiptScorer:
             self.pin_seq = m["pin_seq"]
         self.tolerance = snap["tolerance_us"]
         self.wm = snap["wm"]
-        self.by_merchant = {k: [list(e) for e in v] for k, v in snap["merchants"].items()}
+        # Entries checkpointed before they carried their source bytes count none.
+        self.by_merchant = {k: [[*e, 0] if len(e) == SIZE else list(e) for e in v]
+                            for k, v in snap["merchants"].items()}
         self._times = {k: [e[T] for e in v] for k, v in self.by_merchant.items()}
         self._amounts = {k: [e[AMOUNT] for e in v] for k, v in self.by_merchant.items()}
         self.entries = {}
         self.merchant_of = {}
         self._evict = []
+        self.held = Held()
         for merchant, lst in self.by_merchant.items():
             for e in lst:
                 self.entries[e[ID]] = e
+                self.held.hold(e[SIZE])
                 self.merchant_of[e[ID]] = merchant
                 self._evict.append((e[T], merchant, e[ID]))
         heapq.heapify(self._evict)
-        self.ids = {k: list(v) for k, v in snap["ids"].items()}
-        self._id_evict = [(v[1], k) for k, v in self.ids.items()]
-        heapq.heapify(self._id_evict)
+        self.ids = IdentityIndex(time_slot=ID_T)
+        self.ids.load({k: [1, h, t] for k, (h, t) in snap["ids"].items()},
+                      [(t, k) for k, (_, t) in snap["ids"].items()])
         self.pending = [tuple(p) for p in snap["pending"]]
         heapq.heapify(self.pending)
         self.counters = dict(snap["counters"])
         self.peak = dict(snap["peak"])
 
     def _track_peak(self) -> None:
-        n = len(self.entries)
-        if n > self.peak["records"]:
-            self.peak["records"] = n
-            self.peak["bytes"] = self._bytes()
-
-    def _bytes(self) -> int:
-        # Entries are 9 small fields; ~160 B each in CPython plus the id map.
-        return len(self.entries) * 160 + len(self.ids) * 90
+        held = self.held
+        if held.records > self.peak["records"]:
+            self.peak["records"] = held.records
+            self.peak["bytes"] = held.bytes
 
     def state_metrics(self) -> dict[str, Any]:
-        return {"state_records": len(self.entries), "state_bytes": self._bytes(),
+        return {"state_records": len(self.entries), "state_bytes": self.held.bytes,
                 "pending": len(self.pending), "dedup_ids": len(self.ids),
                 "merchants": len(self.by_merchant), "watermark": us_to_iso(self.wm),
                 "model_revision": self.model.revision if self.model else None,

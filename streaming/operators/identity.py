@@ -1,0 +1,129 @@
+"""Record identity, the one definition the operators share.
+
+Every operator remembers, per event ID, the latest version it has seen: its revision and the
+hash of its canonical payload, followed by whatever the operator needs to find that version
+again (its key, its event time, where it is now). An incoming record is then exactly one of
+
+  new          the ID was never seen (or its identity was evicted)
+  duplicate    the same revision with the same content: a redelivery, adds nothing
+  conflict     the same revision with other content: quarantined as `conflicting_duplicate`
+  stale        a lower revision than the one seen: superseded, adds nothing
+  correction   a higher revision: the operator applies or routes the change
+
+Remembered identities are evicted by event time: the operator names an identity a candidate
+once it may be forgotten (it left live state, or it was taken at all when nothing else holds
+it), and `evict_before` forgets the candidates older than a bound. A candidate whose row
+changed since (a newer version at another time, or live again) is kept: it was named again
+when it changed, if it may be forgotten at all.
+
+Rows are plain lists, `[revision, payload_hash, *operator fields]`, so an operator's
+checkpoint holds them as they are."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from typing import Any
+
+from ..contracts import Record
+from .base import DUPLICATE, STALE, Emit, Quarantined
+
+REV, HASH = 0, 1  # every row starts with these; the operator's fields follow
+
+NEW = "new"
+CONFLICT = "conflicting_duplicate"
+CORRECTION = "correction"
+# DUPLICATE and STALE are the dispositions of the same names (operators.base).
+
+LIVE = "live"  # the `where` value of an identity whose version is held in live state
+
+
+class IdentityIndex:
+    """Event ID -> `[revision, payload_hash, *fields]` of the latest version seen, with the
+    eviction candidates ordered by event time.
+
+    `time_slot` is the row field holding the version's event time; `where_slot`, when given,
+    the field saying where the version is: a row whose `where` is LIVE is never evicted."""
+
+    __slots__ = ("rows", "time_slot", "where_slot", "candidates")
+
+    def __init__(self, time_slot: int, where_slot: int | None = None) -> None:
+        self.rows: dict[str, list[Any]] = {}
+        self.time_slot = time_slot
+        self.where_slot = where_slot
+        self.candidates: list[tuple[int, str]] = []  # (event time, id), a heap
+
+    # ------------------------------------------------------------------ lookup
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __contains__(self, eid: object) -> bool:
+        return eid in self.rows
+
+    def __getitem__(self, eid: str) -> list[Any]:
+        return self.rows[eid]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.rows)
+
+    def get(self, eid: str) -> list[Any] | None:
+        return self.rows.get(eid)
+
+    def classify(self, rec: Record) -> tuple[str, list[Any] | None]:
+        """(outcome, the remembered row or None for a new ID)."""
+        row = self.rows.get(rec.id)
+        if row is None:
+            return NEW, None
+        rev = row[REV]
+        if rec.revision == rev:
+            return (DUPLICATE if rec.payload_hash == row[HASH] else CONFLICT), row
+        if rec.revision < rev:
+            return STALE, row
+        return CORRECTION, row
+
+    # ------------------------------------------------------------------ change
+    def remember(self, eid: str, row: list[Any]) -> None:
+        """`row` is now the latest version of `eid`."""
+        self.rows[eid] = row
+
+    def may_forget(self, eid: str, t: int) -> None:
+        """The identity of `eid` at event time t may be forgotten once t is below the bound
+        given to `evict_before`."""
+        heapq.heappush(self.candidates, (t, eid))
+
+    def evict_before(self, bound: int) -> int:
+        """Forget the candidates with event time < bound whose rows are as they were when
+        named (same event time, not live). Returns how many were forgotten."""
+        heap, rows = self.candidates, self.rows
+        ts, ws = self.time_slot, self.where_slot
+        forgotten = 0
+        while heap and heap[0][0] < bound:
+            t, eid = heapq.heappop(heap)
+            row = rows.get(eid)
+            if row is None or row[ts] != t or (ws is not None and row[ws] == LIVE):
+                continue
+            del rows[eid]
+            forgotten += 1
+        return forgotten
+
+    # ------------------------------------------------------------------ checkpoint
+    def load(self, rows: dict[str, list[Any]], candidates: list[tuple[int, str]]) -> None:
+        """Restore rows and eviction candidates from a checkpoint."""
+        self.rows = {k: list(v) for k, v in rows.items()}
+        self.candidates = [(t, eid) for t, eid in candidates]
+        heapq.heapify(self.candidates)
+
+
+def settle(outcome: str, rec: Record, out: Emit, conflict_detail: str | None = None) -> bool:
+    """Emit what a duplicate, a stale version or a conflict ends with; True when `outcome` was
+    one of those (the record is done), False for NEW and CORRECTION."""
+    if outcome == DUPLICATE or outcome == STALE:
+        out.disposition(rec, outcome)
+        return True
+    if outcome == CONFLICT:
+        out.quarantine.append(Quarantined(
+            rec.topic, rec.partition, rec.offset, CONFLICT,
+            conflict_detail or f"{rec.id} revision {rec.revision} was seen with other content",
+            ""))
+        return True
+    return False

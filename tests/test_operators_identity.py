@@ -1,0 +1,85 @@
+"""The shared identity index: each classification outcome, what settling it emits, and
+retention (eviction by event time, never of a live or changed identity)."""
+
+from __future__ import annotations
+
+from streaming.operators.base import DUPLICATE, STALE, Emit
+from streaming.operators.identity import (CONFLICT, CORRECTION, LIVE, NEW, IdentityIndex,
+                                          settle)
+from streaming.timeutil import US_PER_MIN
+
+from .joinutil import pay, record
+
+M = "merchant-1"
+KEY, T, WHERE = 2, 3, 4  # row fields after [revision, hash] in these tests
+
+
+def remember(ix: IdentityIndex, rec, where=LIVE) -> None:
+    ix.remember(rec.id, [rec.revision, rec.payload_hash, rec.key, rec.event_us, where])
+
+
+def test_each_outcome():
+    ix = IdentityIndex(time_slot=T, where_slot=WHERE)
+    first = record(pay("p", M, 0, rev=2, cents=100))
+    assert ix.classify(first) == (NEW, None)
+    remember(ix, first)
+    row = ix["p"]
+    assert ix.classify(record(pay("p", M, 0, rev=2, cents=100))) == (DUPLICATE, row)
+    assert ix.classify(record(pay("p", M, 0, rev=2, cents=999))) == (CONFLICT, row)
+    assert ix.classify(record(pay("p", M, 0, rev=1, cents=100))) == (STALE, row)
+    assert ix.classify(record(pay("p", M, 5, rev=3, cents=100))) == (CORRECTION, row)
+    # Another ID is unaffected.
+    assert ix.classify(record(pay("q", M, 0, rev=2, cents=100))) == (NEW, None)
+    assert len(ix) == 1 and "p" in ix and "q" not in ix
+
+
+def test_settle_emits_the_terminal_outcomes_only():
+    out = Emit()
+    dup = record(pay("p", M, 0), offset=1)
+    stale = record(pay("p", M, 0), offset=2)
+    conflict = record(pay("p", M, 0), offset=3)
+    assert settle(DUPLICATE, dup, out) and settle(STALE, stale, out)
+    assert settle(CONFLICT, conflict, out)
+    assert settle(CONFLICT, conflict, out, "told otherwise")
+    assert not settle(NEW, dup, out) and not settle(CORRECTION, dup, out)
+    assert out.dispositions == [(dup, DUPLICATE), (stale, STALE)]
+    assert [(q.offset, q.reason, q.detail) for q in out.quarantine] == [
+        (3, "conflicting_duplicate", "p revision 1 was seen with other content"),
+        (3, "conflicting_duplicate", "told otherwise")]
+
+
+def test_eviction_by_time_spares_live_and_changed_identities():
+    ix = IdentityIndex(time_slot=T, where_slot=WHERE)
+    old, kept_live, moved, young = (record(pay(i, M, m)) for i, m in
+                                    (("old", 0), ("live", 1), ("moved", 2), ("young", 30)))
+    for rec in (old, kept_live, moved, young):
+        remember(ix, rec, where="evicted")
+        ix.may_forget(rec.id, rec.event_us)
+    ix["live"][WHERE] = LIVE  # back in live state since it was named
+    newer = record(pay("moved", M, 40, rev=2))
+    remember(ix, newer)  # a newer version at another time replaced the named row
+    bound = old.event_us + 10 * US_PER_MIN
+    assert ix.evict_before(bound) == 1
+    assert sorted(ix) == ["live", "moved", "young"]
+    # A forgotten ID is new again; the spared ones are still recognised.
+    assert ix.classify(old)[0] == NEW
+    assert ix.classify(record(pay("moved", M, 40, rev=2)))[0] == DUPLICATE
+    # Candidates at or above the bound wait; nothing is forgotten twice.
+    assert ix.evict_before(bound) == 0
+    assert ix.evict_before(young.event_us + 1) == 1 and "young" not in ix
+
+
+def test_without_where_every_candidate_below_the_bound_goes():
+    ix = IdentityIndex(time_slot=2)
+    for i, m in enumerate((0, 5, 20)):
+        ix.remember(f"r{i}", [1, "h", m * US_PER_MIN])
+        ix.may_forget(f"r{i}", m * US_PER_MIN)
+    assert ix.evict_before(5 * US_PER_MIN + 1) == 2
+    assert list(ix) == ["r2"]
+
+
+def test_load_restores_rows_and_candidates():
+    ix = IdentityIndex(time_slot=2)
+    ix.load({"a": [1, "h", 10], "b": [1, "h", 50]}, [(50, "b"), (10, "a")])
+    assert ix.evict_before(11) == 1 and list(ix) == ["b"]
+    assert ix.evict_before(51) == 1 and len(ix) == 0
