@@ -20,6 +20,7 @@ from ..contracts import InvalidRecord, decode, quarantine_text
 from ..operators.base import Emit, Quarantined, safe_text
 from ..sources import open_source
 from ..sources.filelog import RawRecord
+from ..sources.records import decode_own
 from ..store.ops import BatchWrite, Store, dumps, now_iso
 from ..timeutil import NEG_INF, event_date
 from ..watermarks import InputWatermark
@@ -226,9 +227,25 @@ class Worker:
 
     def _replay_entry(self, entry: dict) -> int:
         raws, decisions = journaled_batch(entry, self.source, self.positions)
+        self._replay_arrivals(raws)
         self._run_batch(raws, decisions, end_of_stream=bool(entry["end_of_stream"]),
                         seq=entry["seq"])
         return len(raws)
+
+    def _replay_arrivals(self, raws: list[RawRecord]) -> None:
+        """Arrival times of replayed records from the journaled jump decisions and the
+        partitions' arrivals this worker consumed, not from what the source judges today (a
+        log that grew since can judge a partition's last records otherwise)."""
+        running: dict[TP, int] = {}
+        contracts = self.spec.contracts
+        for raw in raws:
+            tp = (raw.topic, raw.partition)
+            prev = running.get(tp)
+            if prev is None:
+                prev = self.wms[raw.topic].last_arrival[raw.partition]
+            own = (None if raw.fault is not None else
+                   decode_own(raw.line, contracts[raw.topic].arrival_time_field)[1])
+            running[tp] = raw.arrival_us = prev if own is None else max(prev, own)
 
     def _run_batch(self, raws: list[RawRecord], decisions: list | None,
                    end_of_stream: bool = False, seq: int | None = None) -> None:
@@ -236,8 +253,10 @@ class Worker:
         op = self.op
         wms = self.wms
         contracts = self.spec.contracts
-        # per "topic:p": [first offset, last offset, digest of the consumed lines]
+        # per "topic:p": [first offset, last offset, digest of the consumed lines, offsets the
+        # source judged arrival-time jumps]
         ranges: dict[str, list[Any]] = {}
+        jumps: dict[str, list[int]] = {}
         order_runs: list[list] = []
         made: list[list] = []
         following = decisions is not None
@@ -270,6 +289,7 @@ class Worker:
             t_rec = clock()
             try:
                 if raw.fault is not None:
+                    jumps.setdefault(tps, []).append(raw.offset)
                     raise InvalidRecord(*raw.fault)
                 # Straight from the line's bytes: the C decoder builds the struct; only a line
                 # it refuses is parsed generally, to name the defect.
@@ -312,7 +332,7 @@ class Worker:
         else:
             self.seq = seq
         for tps, digest in range_digests(raws).items():
-            ranges[tps].append(digest)
+            ranges[tps].extend((digest, jumps.get(tps, [])))
         self.crash.hit("after-candidate")
         bw = self._batch_write(seq, out, ranges, order_runs, made, n, end_of_stream)
         res = self.store.commit_batch(bw)

@@ -25,13 +25,14 @@ import re
 from array import array
 from collections import deque
 from typing import Any, BinaryIO
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..timeutil import NEG_INF
 # Shared by every source; re-exported so callers name one module for the file log.
 from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, TP,  # noqa: F401
                       PartitionBuffer, RawRecord, SourceError, SourceFault, arrival_jump,
-                      decode_own, decode_partition, jump_fault, merge_by_arrival)
+                      arrival_suspect, decode_own, decode_partitions,
+                      jump_fault, merge_by_arrival, settled_frontier, trailing_jump)
 
 MARK_EVERY = 4096  # lines between kept byte positions of a partition file
 READ_AHEAD = 1024  # lines decoded at a time per partition
@@ -99,8 +100,12 @@ class _Partition:
     the window or right after it; any other offset repositions the reader (resuming from the
     nearest line mark whose running arrival is known)."""
 
-    def __init__(self, tp: TP, path: str | None, arrival_field: str, max_jump_us: int | None):
+    def __init__(self, tp: TP, path: str | None, arrival_field: str, max_jump_us: int | None,
+                 others_frontier: Callable[[TP], int]):
         self.tp = tp
+        # The latest arrival the other partitions vouch for: judges this partition's last
+        # record when it is a suspect (`trailing_jump`).
+        self.others_frontier = others_frontier
         self.path = path
         self.arrival_field = arrival_field
         self.max_jump_us = max_jump_us
@@ -138,6 +143,22 @@ class _Partition:
                     last = own
         return last
 
+    def settled_frontier(self) -> int:
+        """The latest arrival this partition vouches for (`records.settled_frontier`): read
+        with a reader of its own up to the last line, which is not judged."""
+        if self.count == 0:
+            return NEG_INF
+        r = self._open_at(self.count - 1)
+        try:
+            if r.ahead:  # read ahead already, to judge its predecessor
+                own = r.ahead[0][2]
+            else:
+                line = _record_bytes(r.fh.readline(), self.count - 1)
+                own = decode_own(line, self.arrival_field)[1]
+        finally:
+            r.fh.close()
+        return settled_frontier(r.prev, own, self.max_jump_us)
+
     def _open_at(self, off: int) -> _Reader:
         """A reader positioned at line `off` with the running arrival known there."""
         k = off // MARK_EVERY
@@ -169,7 +190,13 @@ class _Partition:
         prev = r.prev
         fault = None
         jump = self.max_jump_us
-        if jump is not None and own is not None and (prev <= NEG_INF or own - prev > jump):
+        if off == self.count - 1 and arrival_suspect(own, prev, jump):
+            # Nothing follows it: the other partitions judge it.
+            assert own is not None and jump is not None
+            why = trailing_jump(own, prev, self.others_frontier(self.tp), jump)
+            if why is not None:
+                fault = jump_fault(own, prev, why, field, jump)
+        elif jump is not None and own is not None and (prev <= NEG_INF or own - prev > jump):
             want = min(JUMP_LOOKAHEAD, self.count - off - 1)
             while len(r.ahead) < want:
                 at = off + 1 + len(r.ahead)
@@ -316,11 +343,19 @@ class FileLog:
             field = self._arrival_field.get(topic, "arrival_time")
             for p in range(n):
                 self._parts[(topic, p)] = _Partition((topic, p), parts.get(p), field,
-                                                     max_arrival_jump_us)
+                                                     max_arrival_jump_us, self._others_frontier)
+        self._frontiers: dict[TP, int] | None = None
         # The newest arrival held (a metric: how far behind the source a run is).
         lasts = [a for a in (part.last_arrival() for part in self._parts.values())
                  if a is not None]
         self._head = max(lasts) if lasts else None
+
+    def _others_frontier(self, tp: TP) -> int:
+        """The latest settled arrival of every partition but `tp`, as the log was opened
+        (computed once, when a partition's last record first needs it)."""
+        if self._frontiers is None:
+            self._frontiers = {q: part.settled_frontier() for q, part in self._parts.items()}
+        return max((f for q, f in self._frontiers.items() if q != tp), default=NEG_INF)
 
     def close(self) -> None:
         for part in self._parts.values():

@@ -15,9 +15,11 @@ from ..timeutil import NEG_INF, US_PER_HOUR, TimeFormatError, parse_utc_us, us_t
 
 TP = tuple[str, int]
 
-# A record whose arrival time is more than this beyond its partition's latest arrival is a
-# clock fault of the producer (`arrival_time_jump`): it is quarantined and moves no clock.
+# A record whose arrival time is more than this beyond its partition's latest arrival, and that
+# neither its partition's later records nor the other partitions confirm, is a clock fault of
+# the producer (`arrival_time_jump`): it is quarantined and moves no clock.
 DEFAULT_MAX_ARRIVAL_JUMP_US = US_PER_HOUR
+ARRIVAL_JUMP = "arrival_time_jump"  # the quarantine reason of such a record
 JUMP_LOOKAHEAD = 16  # later records read to tell an arrival jump from a resumed partition
 
 
@@ -52,45 +54,86 @@ def decode_own(line: bytes, arrival_field: str) -> tuple[object, int | None]:
         return obj, None
 
 
+def arrival_suspect(own: int | None, prev: int, max_jump_us: int | None) -> bool:
+    """An arrival the partition does not vouch for: more than `max_jump_us` past the
+    partition's latest arrival `prev`, or the partition's first."""
+    return (max_jump_us is not None and own is not None
+            and (prev <= NEG_INF or own - prev > max_jump_us))
+
+
 def arrival_jump(own: int | None, prev: int, next_owns: list[int | None],
                  max_jump_us: int | None) -> str | None:
-    """Why a record's arrival time is a producer clock fault, or None.
+    """Why a record's arrival time is a producer clock fault, judged by its own partition, or
+    None.
 
-    A jump is an arrival more than `max_jump_us` past the partition's latest arrival `prev`
-    (or a partition's first arrival) that the partition does not follow: one of its next
-    JUMP_LOOKAHEAD records (`next_owns`, their own arrivals) arrives more than the bound
-    earlier again. A partition that goes on from the new time resumed after a quiet spell, and
-    a record that nothing follows yet cannot be told from one: neither is a jump."""
-    if max_jump_us is None or own is None:
+    A jump is a suspect arrival (`arrival_suspect`) that the partition does not follow: one of
+    its next JUMP_LOOKAHEAD records (`next_owns`, their own arrivals) arrives more than the
+    bound earlier again. A partition that goes on from the new time resumed after a quiet
+    spell. A record that nothing follows yet is judged by `trailing_jump`."""
+    if not arrival_suspect(own, prev, max_jump_us):
         return None
-    if prev > NEG_INF and own - prev <= max_jump_us:
-        return None
+    assert own is not None and max_jump_us is not None
     for nxt in next_owns:
         if nxt is not None and own - nxt > max_jump_us:
             return f"a later record of the partition arrives at {us_to_iso(nxt)}"
     return None
 
 
+def settled_frontier(prev: int, last_own: int | None, max_jump_us: int | None) -> int:
+    """The latest arrival a partition vouches for, given the arrival `prev` before its last
+    record and that record's own arrival: a last record that is itself a suspect does not
+    count (two far-future records on two partitions never confirm each other)."""
+    if last_own is None or arrival_suspect(last_own, prev, max_jump_us):
+        return prev
+    return max(prev, last_own)
+
+
+def trailing_jump(own: int | None, prev: int, others: int,
+                  max_jump_us: int | None) -> str | None:
+    """Why the last record of a partition (nothing follows it yet) is a producer clock fault,
+    or None.
+
+    Its partition cannot confirm it, so the other partitions do: a suspect last record is a
+    jump unless another partition's settled frontier `others` (the latest of them) arrives
+    within the bound of it, i.e. the clock of the rest of the source moved there too. A
+    partition that resumes while the others flow is confirmed at once; a far-future record is
+    not. With nothing at all to compare with (the source's only record) it is read as it is."""
+    if not arrival_suspect(own, prev, max_jump_us):
+        return None
+    assert own is not None and max_jump_us is not None
+    ref = max(prev, others)
+    if ref <= NEG_INF or own - ref <= max_jump_us:
+        return None
+    latest = (f"the other partitions' latest arrival is {us_to_iso(others)}" if others > NEG_INF
+              else "no other partition holds a record")
+    return f"nothing confirms it (no later record of the partition; {latest})"
+
+
 def jump_fault(own: int, prev: int, why: str, arrival_field: str,
                max_jump_us: int) -> tuple[str, str]:
     since = f"latest arrival {us_to_iso(prev)}" if prev > NEG_INF else "first record"
-    return ("arrival_time_jump",
+    return (ARRIVAL_JUMP,
             f"{arrival_field} {us_to_iso(own)} is more than {max_jump_us // 1_000_000}s ahead of "
             f"the partition ({since}) and {why}; it moves no clock")
 
 
-def decode_partition(lines: list[bytes], arrival_field: str,
-                     max_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US
-                     ) -> tuple[list[object], list[int]]:
-    """Decode one partition's lines: the JSON objects (or the decode error) and the arrival
-    times used to merge partitions. Shared by every source so they replay in the same order.
-    A line without a usable arrival time, or with an arrival jump (returned as a
-    `SourceFault`), keeps its predecessor's arrival: it is consumed right after it."""
+def _decode_one_partition(lines: list[bytes], arrival_field: str, max_jump_us: int | None
+                          ) -> tuple[list[object], list[int], int | None]:
+    """One partition judged by itself: objects, merge arrivals, and the own arrival of its
+    last record when that is a suspect only the other partitions can judge (merged, until
+    then, at its predecessor's arrival)."""
     decoded = [decode_own(line, arrival_field) for line in lines]
     arrivals: list[int] = []
     objs: list[object] = []
     prev = NEG_INF
+    trailing = None
+    last = len(decoded) - 1
     for i, (obj, own) in enumerate(decoded):
+        if i == last and arrival_suspect(own, prev, max_jump_us):
+            trailing = own
+            objs.append(obj)
+            arrivals.append(prev)
+            break
         nxt = [o for _, o in decoded[i + 1:i + 1 + JUMP_LOOKAHEAD]]
         why = arrival_jump(own, prev, nxt, max_jump_us)
         if why is not None:
@@ -102,7 +145,49 @@ def decode_partition(lines: list[bytes], arrival_field: str,
             if own is not None and own > prev:
                 prev = own
         arrivals.append(prev)
-    return objs, arrivals
+    return objs, arrivals, trailing
+
+
+def decode_partitions(lines: dict[TP, list[bytes]], arrival_fields: dict[str, str],
+                      max_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US,
+                      hold_trailing: bool = False
+                      ) -> tuple[dict[TP, list[object]], dict[TP, list[int]], dict[TP, int]]:
+    """Decode every partition of a source: per partition the JSON objects (or the decode
+    error, or a `SourceFault`) and the arrival times used to merge partitions. Shared by every
+    source so they replay in the same order. A line without a usable arrival time, or with an
+    arrival jump, keeps its predecessor's arrival: it is consumed right after it.
+
+    A partition's last record that is a suspect is judged against the other partitions'
+    settled frontiers (`trailing_jump`). With `hold_trailing` (a live source, where more
+    records will come) an unconfirmed one is not judged yet: it is returned in the third
+    value (partition -> its own arrival) and left to the caller to hold back."""
+    objs: dict[TP, list[object]] = {}
+    arrivals: dict[TP, list[int]] = {}
+    pending: dict[TP, int] = {}
+    for tp, part_lines in lines.items():
+        o, a, trailing = _decode_one_partition(
+            part_lines, arrival_fields.get(tp[0], "arrival_time"), max_jump_us)
+        objs[tp], arrivals[tp] = o, a
+        if trailing is not None:
+            pending[tp] = trailing
+    # Frontiers before any trailing record is settled, so the decisions do not depend on the
+    # order partitions are visited in.
+    frontiers = {tp: (a[-1] if a else NEG_INF) for tp, a in arrivals.items()}
+    held: dict[TP, int] = {}
+    for tp, own in pending.items():
+        prev = arrivals[tp][-1]
+        others = max((f for q, f in frontiers.items() if q != tp), default=NEG_INF)
+        why = trailing_jump(own, prev, others, max_jump_us)
+        if why is None:
+            arrivals[tp][-1] = max(prev, own)
+        elif hold_trailing:
+            held[tp] = own
+        else:
+            assert max_jump_us is not None  # a suspect needs a bound
+            field = arrival_fields.get(tp[0], "arrival_time")
+            objs[tp][-1] = SourceFault(*jump_fault(own, prev, why, field, max_jump_us),
+                                       objs[tp][-1])
+    return objs, arrivals, held
 
 
 class SourceFault:
