@@ -247,10 +247,15 @@ def test_arrival_jump_as_a_partitions_last_record_is_judged_by_the_other_partiti
     log = FileLog(root, TOPICS)
     assert log.read_at(("payments", 0), 2).fault == faults[("payments", 0, 2)]
     assert log.next_arrival(("payments", 0), 2) == BASE_US + 30 * US_PER_S
-    # Two far-future records ending two partitions do not confirm each other.
-    _write(f"{root}/payments/p1.jsonl", _rec(2, 10) + b"\n" + far + b"\n")
+    # A record of another partition contradicted by its own partition confirms nothing.
+    _write(f"{root}/payments/p1.jsonl", _rec(2, 10) + b"\n" + far + b"\n" + _rec(3, 20) + b"\n")
     recs = list(FileLog(root, TOPICS).merged({}))
     assert {(r.partition, r.offset) for r in recs if r.fault} == {(0, 2), (1, 1)}
+    # Two partitions whose last records agree on the new time confirm each other (two
+    # partitions resuming together after a common quiet spell).
+    _write(f"{root}/payments/p1.jsonl", _rec(2, 10) + b"\n" + far + b"\n")
+    recs = list(FileLog(root, TOPICS).merged({}))
+    assert not any(r.fault for r in recs)
     # A later record of its partition going on from the new time confirms the clock moved.
     _write(f"{root}/payments/p1.jsonl", _rec(2, 10) + b"\n" + _rec(3, 7300) + b"\n")
     _write(f"{root}/payments/p0.jsonl", _rec(0, 0) + b"\n" + _rec(1, 30) + b"\n" + far + b"\n"

@@ -32,7 +32,7 @@ from ..timeutil import NEG_INF
 from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, TP,  # noqa: F401
                       PartitionBuffer, RawRecord, SourceError, SourceFault, arrival_jump,
                       arrival_suspect, decode_own, decode_partitions,
-                      jump_fault, merge_by_arrival, settled_frontier, trailing_jump)
+                      jump_fault, merge_by_arrival, partition_frontier, trailing_jump)
 
 MARK_EVERY = 4096  # lines between kept byte positions of a partition file
 READ_AHEAD = 1024  # lines decoded at a time per partition
@@ -143,9 +143,9 @@ class _Partition:
                     last = own
         return last
 
-    def settled_frontier(self) -> int:
-        """The latest arrival this partition vouches for (`records.settled_frontier`): read
-        with a reader of its own up to the last line, which is not judged."""
+    def frontier(self) -> int:
+        """The latest arrival this partition claims (`records.partition_frontier`): read with
+        a reader of its own up to the last line, which is not judged."""
         if self.count == 0:
             return NEG_INF
         r = self._open_at(self.count - 1)
@@ -157,7 +157,7 @@ class _Partition:
                 own = decode_own(line, self.arrival_field)[1]
         finally:
             r.fh.close()
-        return settled_frontier(r.prev, own, self.max_jump_us)
+        return partition_frontier(r.prev, own)
 
     def _open_at(self, off: int) -> _Reader:
         """A reader positioned at line `off` with the running arrival known there."""
@@ -351,10 +351,10 @@ class FileLog:
         self._head = max(lasts) if lasts else None
 
     def _others_frontier(self, tp: TP) -> int:
-        """The latest settled arrival of every partition but `tp`, as the log was opened
+        """The latest frontier of every partition but `tp`, as the log was opened
         (computed once, when a partition's last record first needs it)."""
         if self._frontiers is None:
-            self._frontiers = {q: part.settled_frontier() for q, part in self._parts.items()}
+            self._frontiers = {q: part.frontier() for q, part in self._parts.items()}
         return max((f for q, f in self._frontiers.items() if q != tp), default=NEG_INF)
 
     def close(self) -> None:

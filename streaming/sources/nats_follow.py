@@ -31,7 +31,7 @@ from ..timeutil import NEG_INF, TimeFormatError, parse_utc_us
 from .filelog import TP, RawRecord, SourceError
 from .nats import NatsSource
 from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, SourceFault, arrival_jump,
-                      arrival_suspect, jump_fault, trailing_jump)
+                      arrival_suspect, jump_fault, partition_frontier, trailing_jump)
 
 
 @dataclass
@@ -220,9 +220,18 @@ class NatsFollowSource(NatsSource):
         return arrivals[-1] if arrivals else NEG_INF
 
     def _others_frontier(self, tp: TP) -> int:
-        """The latest arrival the other subjects' consumed-or-buffered records reached (held
-        records are not among them)."""
-        return max((a[-1] for q, a in self._arrivals.items() if q != tp and a), default=NEG_INF)
+        """The latest arrival the other subjects claim (`records.partition_frontier`): their
+        buffered records and their held ones, so subjects that resume together after a common
+        quiet spell confirm each other."""
+        latest = NEG_INF
+        for q, arrivals in self._arrivals.items():
+            if q == tp:
+                continue
+            held = self._held.get(q, ())
+            owns = [h[4] for h in held if h[4] is not None]
+            latest = max(latest, partition_frontier(arrivals[-1] if arrivals else NEG_INF,
+                                                    max(owns) if owns else None))
+        return latest
 
     def _unconfirmed(self, tp: TP, own: int | None) -> bool:
         """A delivered record whose arrival nothing vouches for yet: it is held back."""

@@ -79,13 +79,11 @@ def arrival_jump(own: int | None, prev: int, next_owns: list[int | None],
     return None
 
 
-def settled_frontier(prev: int, last_own: int | None, max_jump_us: int | None) -> int:
-    """The latest arrival a partition vouches for, given the arrival `prev` before its last
-    record and that record's own arrival: a last record that is itself a suspect does not
-    count (two far-future records on two partitions never confirm each other)."""
-    if last_own is None or arrival_suspect(last_own, prev, max_jump_us):
-        return prev
-    return max(prev, last_own)
+def partition_frontier(prev: int, last_own: int | None) -> int:
+    """The latest arrival a partition claims, given the merge arrival `prev` before its last
+    record and that record's own arrival: its records the partition itself contradicts
+    (judged jumps) do not count; its last record, which nothing contradicts, does."""
+    return prev if last_own is None else max(prev, last_own)
 
 
 def trailing_jump(own: int | None, prev: int, others: int,
@@ -94,9 +92,10 @@ def trailing_jump(own: int | None, prev: int, others: int,
     or None.
 
     Its partition cannot confirm it, so the other partitions do: a suspect last record is a
-    jump unless another partition's settled frontier `others` (the latest of them) arrives
-    within the bound of it, i.e. the clock of the rest of the source moved there too. A
-    partition that resumes while the others flow is confirmed at once; a far-future record is
+    jump unless another partition arrives within the bound of it (`others`: the latest of the
+    other partitions' frontiers, `partition_frontier`), i.e. the rest of the source says the
+    clock moved there too. A partition that resumes while the others flow, or several that
+    resume together after a common quiet spell, are confirmed; a lone far-future record is
     not. With nothing at all to compare with (the source's only record) it is read as it is."""
     if not arrival_suspect(own, prev, max_jump_us):
         return None
@@ -158,7 +157,7 @@ def decode_partitions(lines: dict[TP, list[bytes]], arrival_fields: dict[str, st
     arrival jump, keeps its predecessor's arrival: it is consumed right after it.
 
     A partition's last record that is a suspect is judged against the other partitions'
-    settled frontiers (`trailing_jump`). With `hold_trailing` (a live source, where more
+    frontiers (`trailing_jump`). With `hold_trailing` (a live source, where more
     records will come) an unconfirmed one is not judged yet: it is returned in the third
     value (partition -> its own arrival) and left to the caller to hold back."""
     objs: dict[TP, list[object]] = {}
@@ -170,9 +169,10 @@ def decode_partitions(lines: dict[TP, list[bytes]], arrival_fields: dict[str, st
         objs[tp], arrivals[tp] = o, a
         if trailing is not None:
             pending[tp] = trailing
-    # Frontiers before any trailing record is settled, so the decisions do not depend on the
+    # Frontiers before any trailing record is judged, so the decisions do not depend on the
     # order partitions are visited in.
-    frontiers = {tp: (a[-1] if a else NEG_INF) for tp, a in arrivals.items()}
+    frontiers = {tp: partition_frontier(a[-1] if a else NEG_INF, pending.get(tp))
+                 for tp, a in arrivals.items()}
     held: dict[TP, int] = {}
     for tp, own in pending.items():
         prev = arrivals[tp][-1]
