@@ -31,7 +31,7 @@ from ..timeutil import NEG_INF
 # Shared by every source; re-exported so callers name one module for the file log.
 from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, TP,  # noqa: F401
                       PartitionBuffer, RawRecord, SourceError, SourceFault, arrival_jump,
-                      arrival_suspect, decode_own, decode_partitions,
+                      decode_own, decode_partitions,
                       jump_fault, merge_by_arrival, partition_frontier, trailing_jump)
 
 MARK_EVERY = 4096  # lines between kept byte positions of a partition file
@@ -190,13 +190,15 @@ class _Partition:
         prev = r.prev
         fault = None
         jump = self.max_jump_us
-        if off == self.count - 1 and arrival_suspect(own, prev, jump):
+        # `arrival_suspect`, inline: it is asked of every record.
+        if jump is None or own is None or (prev > NEG_INF and own - prev <= jump):
+            pass
+        elif off == self.count - 1:
             # Nothing follows it: the other partitions judge it.
-            assert own is not None and jump is not None
             why = trailing_jump(own, prev, self.others_frontier(self.tp), jump)
             if why is not None:
                 fault = jump_fault(own, prev, why, field, jump)
-        elif jump is not None and own is not None and (prev <= NEG_INF or own - prev > jump):
+        else:
             want = min(JUMP_LOOKAHEAD, self.count - off - 1)
             while len(r.ahead) < want:
                 at = off + 1 + len(r.ahead)

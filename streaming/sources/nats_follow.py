@@ -367,3 +367,7 @@ class NatsFollowSource(NatsSource):
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=3.0)
+            if not self._thread.is_alive():
+                # Closed here, not by the collector at interpreter exit (where its self-pipe
+                # may already be gone and `__del__` prints a traceback).
+                loop.close()
