@@ -81,6 +81,7 @@ class Worker:
         self.throttle = SinkThrottle(settings.throttle) if settings.throttle else None
         self.replaying = False
         self.source_head_us: int | None = None
+        self._tp_names: dict[TP, str] = {}  # ("topic", p) -> "topic:p", as the journal names it
 
     @property
     def restored_from(self) -> int | None:
@@ -266,20 +267,29 @@ class Worker:
         clock = time.perf_counter
         stages = self.result.stage_seconds
         decode_s = 0.0
+        positions = self.positions
+        names = self._tp_names
+        # The run of records of one partition in hand: its journal run and range. Records
+        # come in runs (the merge hands out a partition's records by arrival), so the
+        # per-record bookkeeping only counts and the partition's names are looked up per run.
+        run_topic, run_part = "", -1
+        run: list = []
+        r: list = []
+        tp: TP = ("", -1)
+        tps = ""
         t_batch = clock()
         for i, raw in enumerate(raws):
-            tp = (raw.topic, raw.partition)
-            tps = tp_str(*tp)
-            if order_runs and order_runs[-1][0] == tps:
-                order_runs[-1][1] += 1
-            else:
-                order_runs.append([tps, 1])
-            r = ranges.get(tps)
-            if r is None:
-                ranges[tps] = [raw.offset, raw.offset]
-            else:
-                r[1] = raw.offset
-            self.positions[tp] = raw.offset + 1
+            off = raw.offset
+            if raw.partition != run_part or raw.topic != run_topic:
+                run_topic, run_part = raw.topic, raw.partition
+                tp = (run_topic, run_part)
+                tps = names.get(tp) or names.setdefault(tp, tp_str(*tp))
+                run = [tps, 0]
+                order_runs.append(run)
+                r = ranges.get(tps) or ranges.setdefault(tps, [off, off])
+            run[1] += 1
+            r[1] = off
+            positions[tp] = off + 1
             if raw.arrival_us > self.clock:
                 self.clock = raw.arrival_us
             if self.stream_start <= NEG_INF:

@@ -245,12 +245,23 @@ class _Partition:
 
     def take(self, off: int) -> RawRecord:
         """Hand out the record at `off`: drop the window before it, remember its arrival."""
-        rec = self.peek(off)
-        assert rec is not None, f"{self.tp} has no record at offset {off}"
         win = self.win
-        while self.win_base < off:
-            win.popleft()
-            self.win_base += 1
+        base = self.win_base
+        r = self._reader
+        if r is not None and base <= off < r.off:
+            # In the window (the merge's case: the record it peeked last): no re-read.
+            while base < off:
+                win.popleft()
+                base += 1
+            self.win_base = base
+            rec = win[0]
+        else:
+            found = self.peek(off)
+            assert found is not None, f"{self.tp} has no record at offset {off}"
+            rec = found
+            while self.win_base < off:
+                win.popleft()
+                self.win_base += 1
         taken = self.taken
         if off != self.taken_base + len(taken):
             del taken[:]
