@@ -243,8 +243,10 @@ def test_arrival_jump_as_a_partitions_last_record_is_judged_by_the_other_partiti
     assert arrivals[("payments", 0, 2)] == BASE_US + 30 * US_PER_S  # merged at its predecessor's
     assert arrivals[("payments", 1, 1)] == BASE_US + 7300 * US_PER_S
     assert max(arrivals.values()) == BASE_US + 7300 * US_PER_S
-    # Read from a position (a restore) and through random access: the same judgement.
+    # Read from a position (a restore) and through random access: the same judgement; the
+    # newest arrival the source reports leaves the jump out.
     log = FileLog(root, TOPICS)
+    assert log.newest_arrival() == BASE_US + 7300 * US_PER_S
     assert log.read_at(("payments", 0), 2).fault == faults[("payments", 0, 2)]
     assert log.next_arrival(("payments", 0), 2) == BASE_US + 30 * US_PER_S
     # A record of another partition contradicted by its own partition confirms nothing.

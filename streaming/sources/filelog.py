@@ -129,19 +129,19 @@ class _Partition:
             self._reader.fh.close()
             self._reader = None
 
-    def last_arrival(self) -> int | None:
-        """The own arrival time of the partition's last complete line that has one."""
+    def tail_arrivals(self) -> tuple[int | None, int | None]:
+        """Own arrival times at the partition's end: the latest among its last JUMP_LOOKAHEAD
+        lines but the last, and the last line's (None where a line has none)."""
         if self.count == 0:
-            return None
-        start = max(0, self.count - JUMP_LOOKAHEAD)
-        last = None
+            return None, None
+        start = max(0, self.count - 1 - JUMP_LOOKAHEAD)
+        owns = []
         with open(self._file(), "rb") as fh:
             fh.seek(self._byte_start(start))
             for off in range(start, self.count):
-                own = decode_own(_record_bytes(fh.readline(), off), self.arrival_field)[1]
-                if own is not None:
-                    last = own
-        return last
+                owns.append(decode_own(_record_bytes(fh.readline(), off), self.arrival_field)[1])
+        before = [o for o in owns[:-1] if o is not None]
+        return (max(before) if before else None), owns[-1]
 
     def frontier(self) -> int:
         """The latest arrival this partition claims (`records.partition_frontier`): read with
@@ -358,10 +358,32 @@ class FileLog:
                 self._parts[(topic, p)] = _Partition((topic, p), parts.get(p), field,
                                                      max_arrival_jump_us, self._others_frontier)
         self._frontiers: dict[TP, int] | None = None
-        # The newest arrival held (a metric: how far behind the source a run is).
-        lasts = [a for a in (part.last_arrival() for part in self._parts.values())
-                 if a is not None]
-        self._head = max(lasts) if lasts else None
+        self._head = self._newest_claim(max_arrival_jump_us)
+
+    def _newest_claim(self, bound: int | None) -> int | None:
+        """The newest arrival the partitions' ends claim (a metric: how far behind the source
+        a run is), read from their last lines only: a last line that jumps more than the bound
+        past the lines before it counts only when another partition's end reaches within the
+        bound of it, as the arrival-jump rule judges it (docs/sources.md)."""
+        tails = {tp: part.tail_arrivals() for tp, part in self._parts.items()}
+        plain: dict[TP, int] = {}
+        suspects: dict[TP, int] = {}
+        for tp, (before, last) in tails.items():
+            if last is not None and (bound is None or (before is not None
+                                                         and last - before <= bound)):
+                plain[tp] = last if before is None else max(before, last)
+            else:
+                if before is not None:
+                    plain[tp] = before
+                if last is not None:
+                    suspects[tp] = last
+        heads = list(plain.values())
+        for tp, last in suspects.items():
+            assert bound is not None  # without a bound nothing is a suspect
+            ref = max([a for q, a in plain.items() if q != tp] + [plain.get(tp, NEG_INF)])
+            if ref <= NEG_INF or last - ref <= bound:
+                heads.append(last)
+        return max(heads) if heads else None
 
     def _others_frontier(self, tp: TP) -> int:
         """The latest frontier of every partition but `tp`, as the log was opened
