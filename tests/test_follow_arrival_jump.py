@@ -1,9 +1,10 @@
 """Follow mode and arrival-time jumps: a live record whose arrival nothing vouches for (the
-newest message of its subject, far ahead of its partition and of every other subject) is held
-back, moving no clock, until later records judge it: a later record of its subject arriving
-earlier again makes it an `arrival_time_jump`, another subject reaching its time confirms it
-(a partition that resumed after a quiet spell). A snapshot read judges it against what the
-stream holds; a follow source opened while it is the newest message holds it too."""
+newest message of its subject, from the future and far ahead of its partition and of every
+other subject) is held back, moving no clock, until later records judge it: a later record of
+its subject arriving earlier again makes it an `arrival_time_jump`, another subject reaching
+its time confirms it. A partition that resumes after a quiet spell is read at once. A snapshot
+read judges it against what the stream holds; a follow source opened while it is the newest
+message holds it too."""
 
 from __future__ import annotations
 
@@ -88,16 +89,22 @@ def test_live_far_future_record_is_held_until_judged(tmp_path, url):
         assert got[1].fault is None and got[1].arrival_us == parse_utc_us(at(7))
         # A journal replay reads the decision back by offset.
         assert src.read_at(p0, 6).fault == got[0].fault
-        # Three hours of quiet on p0, then a record: held while the others are quiet too,
-        # confirmed once another subject reaches its time (the partition resumed).
+        # Three hours of quiet on every subject, then p0 resumes: it arrived in the past (the
+        # recording is from 2026-10), so it is read at once, moving the clock on.
         _publish(tmp_path, url, "e", {p0: [pay("a8", "m1", 190)]})
+        got = _poll_until(src, 1)
+        assert [(r.partition, r.offset, r.fault) for r in got] == [(0, 8, None)]
+        assert got[0].arrival_us == parse_utc_us(at(190))
+        # Another far-future record, then another subject reaching its time confirms it.
+        _publish(tmp_path, url, "f", {p0: [_far_payment("pay-far-2")]})
         time.sleep(1.0)
         assert src.poll(100, 0.5) == []
-        _publish(tmp_path, url, "f", {("risk_signals", 0): [sig("s6", "m1", 185)]})
+        far_sig = sig("s-far", "m1", 0)
+        far_sig.update(event_time=FAR, arrival_time=FAR)
+        _publish(tmp_path, url, "g", {("risk_signals", 0): [far_sig]})
         got = _poll_until(src, 2)
         assert sorted((r.topic, r.offset, r.fault) for r in got) == [
-            ("payments", 8, None), ("risk_signals", 6, None)]
-        assert {r.topic: r.arrival_us for r in got}["payments"] == parse_utc_us(at(190))
+            ("payments", 9, None), ("risk_signals", 6, None)]
     finally:
         src.close()
 

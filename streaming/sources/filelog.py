@@ -32,7 +32,8 @@ from ..timeutil import NEG_INF
 from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, TP,  # noqa: F401
                       PartitionBuffer, RawRecord, SourceError, SourceFault, arrival_jump,
                       decode_own, decode_partitions,
-                      jump_fault, merge_by_arrival, partition_frontier, trailing_jump)
+                      jump_fault, merge_by_arrival, partition_frontier, trailing_jump,
+                      wall_clock_us)
 
 MARK_EVERY = 4096  # lines between kept byte positions of a partition file
 READ_AHEAD = 1024  # lines decoded at a time per partition
@@ -101,8 +102,9 @@ class _Partition:
     nearest line mark whose running arrival is known)."""
 
     def __init__(self, tp: TP, path: str | None, arrival_field: str, max_jump_us: int | None,
-                 others_frontier: Callable[[TP], int]):
+                 others_frontier: Callable[[TP], int], opened_us: int):
         self.tp = tp
+        self.opened_us = opened_us  # when the log was opened: no line arrived later
         # The latest arrival the other partitions vouch for: judges this partition's last
         # record when it is a suspect (`trailing_jump`).
         self.others_frontier = others_frontier
@@ -195,7 +197,7 @@ class _Partition:
             pass
         elif off == self.count - 1:
             # Nothing follows it: the other partitions judge it.
-            why = trailing_jump(own, prev, self.others_frontier(self.tp), jump)
+            why = trailing_jump(own, prev, self.others_frontier(self.tp), jump, self.opened_us)
             if why is not None:
                 fault = jump_fault(own, prev, why, field, jump)
         else:
@@ -347,6 +349,7 @@ class FileLog:
         self.max_arrival_jump_us = max_arrival_jump_us
         self.partition_counts: dict[str, int] = {}
         self._parts: dict[TP, _Partition] = {}
+        self.opened_us = wall_clock_us()
         if not os.path.isdir(root):
             raise SourceError(f"source directory {root!r} does not exist")
         for topic in self.topics:
@@ -356,15 +359,16 @@ class FileLog:
             field = self._arrival_field.get(topic, "arrival_time")
             for p in range(n):
                 self._parts[(topic, p)] = _Partition((topic, p), parts.get(p), field,
-                                                     max_arrival_jump_us, self._others_frontier)
+                                                     max_arrival_jump_us, self._others_frontier,
+                                                     self.opened_us)
         self._frontiers: dict[TP, int] | None = None
         self._head = self._newest_claim(max_arrival_jump_us)
 
     def _newest_claim(self, bound: int | None) -> int | None:
         """The newest arrival the partitions' ends claim (a metric: how far behind the source
         a run is), read from their last lines only: a last line that jumps more than the bound
-        past the lines before it counts only when another partition's end reaches within the
-        bound of it, as the arrival-jump rule judges it (docs/sources.md)."""
+        past the lines before it into the future counts only when another partition's end
+        reaches within the bound of it, as the arrival-jump rule judges it (docs/sources.md)."""
         tails = {tp: part.tail_arrivals() for tp, part in self._parts.items()}
         plain: dict[TP, int] = {}
         suspects: dict[TP, int] = {}
@@ -381,7 +385,7 @@ class FileLog:
         for tp, last in suspects.items():
             assert bound is not None  # without a bound nothing is a suspect
             ref = max([a for q, a in plain.items() if q != tp] + [plain.get(tp, NEG_INF)])
-            if ref <= NEG_INF or last - ref <= bound:
+            if ref <= NEG_INF or last - ref <= bound or last - self.opened_us <= bound:
                 heads.append(last)
         return max(heads) if heads else None
 

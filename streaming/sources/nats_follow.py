@@ -31,7 +31,8 @@ from ..timeutil import NEG_INF, TimeFormatError, parse_utc_us
 from .filelog import TP, RawRecord, SourceError
 from .nats import NatsSource
 from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, SourceFault, arrival_jump,
-                      arrival_suspect, jump_fault, partition_frontier, trailing_jump)
+                      arrival_suspect, jump_fault, partition_frontier, trailing_jump,
+                      wall_clock_us)
 
 
 @dataclass
@@ -238,8 +239,8 @@ class NatsFollowSource(NatsSource):
         if not self._hold:
             return False
         prev = self._prev(tp)
-        return trailing_jump(own, prev, self._others_frontier(tp),
-                             self.max_arrival_jump_us) is not None
+        return trailing_jump(own, prev, self._others_frontier(tp), self.max_arrival_jump_us,
+                             wall_clock_us()) is not None
 
     def _judge_held(self, tp: TP) -> list[RawRecord]:
         """Release the held records of tp that can be judged now, in order: the first one is a
@@ -262,7 +263,8 @@ class NatsFollowSource(NatsSource):
                 if why is not None:
                     fault = jump_fault(own, prev, why, field_name, bound)
                 elif (len(later) < JUMP_LOOKAHEAD
-                      and trailing_jump(own, prev, self._others_frontier(tp), bound)):
+                      and trailing_jump(own, prev, self._others_frontier(tp), bound,
+                                        wall_clock_us())):
                     break  # nothing confirms it yet
             out.append(self._append(tp, held.popleft(), fault))
         if not held:

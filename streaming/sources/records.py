@@ -6,6 +6,7 @@ file log and from NATS JetStream."""
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -86,26 +87,34 @@ def partition_frontier(prev: int, last_own: int | None) -> int:
     return prev if last_own is None else max(prev, last_own)
 
 
-def trailing_jump(own: int | None, prev: int, others: int,
-                  max_jump_us: int | None) -> str | None:
+def wall_clock_us() -> int:
+    """Now, in µs since the epoch: no record can have arrived later (`trailing_jump`)."""
+    return time.time_ns() // 1000
+
+
+def trailing_jump(own: int | None, prev: int, others: int, max_jump_us: int | None,
+                  now_us: int) -> str | None:
     """Why the last record of a partition (nothing follows it yet) is a producer clock fault,
     or None.
 
-    Its partition cannot confirm it, so the other partitions do: a suspect last record is a
-    jump unless another partition arrives within the bound of it (`others`: the latest of the
-    other partitions' frontiers, `partition_frontier`), i.e. the rest of the source says the
-    clock moved there too. A partition that resumes while the others flow, or several that
-    resume together after a common quiet spell, are confirmed; a lone far-future record is
-    not. With nothing at all to compare with (the source's only record) it is read as it is."""
+    Its partition cannot confirm it. It is a jump when it claims to have arrived in the future
+    (more than the bound after `now_us`, when the source is read: nothing arrives before it
+    is read) and no other partition confirms it either (`others`, the latest of the other
+    partitions' frontiers, `partition_frontier`, is more than the bound earlier). A partition
+    that resumes after a quiet spell arrived in the past and is read as it is; a record from
+    the far future is not, unless the rest of the source has moved there too."""
     if not arrival_suspect(own, prev, max_jump_us):
         return None
     assert own is not None and max_jump_us is not None
+    if own - now_us <= max_jump_us:
+        return None
     ref = max(prev, others)
     if ref <= NEG_INF or own - ref <= max_jump_us:
         return None
     latest = (f"the other partitions' latest arrival is {us_to_iso(others)}" if others > NEG_INF
               else "no other partition holds a record")
-    return f"nothing confirms it (no later record of the partition; {latest})"
+    return (f"it claims to arrive in the future (after the source was read) and nothing "
+            f"confirms it (no later record of the partition; {latest})")
 
 
 def jump_fault(own: int, prev: int, why: str, arrival_field: str,
@@ -149,7 +158,7 @@ def _decode_one_partition(lines: list[bytes], arrival_field: str, max_jump_us: i
 
 def decode_partitions(lines: dict[TP, list[bytes]], arrival_fields: dict[str, str],
                       max_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US,
-                      hold_trailing: bool = False
+                      hold_trailing: bool = False, now_us: int | None = None
                       ) -> tuple[dict[TP, list[object]], dict[TP, list[int]], dict[TP, int]]:
     """Decode every partition of a source: per partition the JSON objects (or the decode
     error, or a `SourceFault`) and the arrival times used to merge partitions. Shared by every
@@ -159,7 +168,9 @@ def decode_partitions(lines: dict[TP, list[bytes]], arrival_fields: dict[str, st
     A partition's last record that is a suspect is judged against the other partitions'
     frontiers (`trailing_jump`). With `hold_trailing` (a live source, where more
     records will come) an unconfirmed one is not judged yet: it is returned in the third
-    value (partition -> its own arrival) and left to the caller to hold back."""
+    value (partition -> its own arrival) and left to the caller to hold back. `now_us`: when
+    the source is read (default: the wall clock)."""
+    now = wall_clock_us() if now_us is None else now_us
     objs: dict[TP, list[object]] = {}
     arrivals: dict[TP, list[int]] = {}
     pending: dict[TP, int] = {}
@@ -177,7 +188,7 @@ def decode_partitions(lines: dict[TP, list[bytes]], arrival_fields: dict[str, st
     for tp, own in pending.items():
         prev = arrivals[tp][-1]
         others = max((f for q, f in frontiers.items() if q != tp), default=NEG_INF)
-        why = trailing_jump(own, prev, others, max_jump_us)
+        why = trailing_jump(own, prev, others, max_jump_us, now)
         if why is None:
             arrivals[tp][-1] = max(prev, own)
         elif hold_trailing:
