@@ -122,6 +122,76 @@ def test_far_future_payment_is_quarantined_and_moves_nothing(seed_dir, tmp_path,
         store.dispose()
 
 
+def _append_far_future(copy, name="pay-far-future") -> int:
+    """Append a payment from 9999 as the last line of payments p0; returns its offset."""
+    p0 = copy / "payments" / "p0.jsonl"
+    lines = p0.read_bytes().split(b"\n")[:-1]
+    far = orjson.loads(lines[-1])
+    far.update(payment_id=name, event_time="9999-12-31T23:59:00Z",
+               arrival_time="9999-12-31T23:59:00Z")
+    p0.write_bytes(b"\n".join(lines + [orjson.dumps(far)]) + b"\n")
+    return len(lines)
+
+
+def test_far_future_payment_as_the_last_line_is_quarantined_and_moves_nothing(
+        seed_dir, tmp_path, store_url):
+    copy = _copy(seed_dir, tmp_path)
+    at = _append_far_future(copy)
+    res = run_join(str(copy), store_url, end_of_stream=True)
+    ref = f"sqlite:///{tmp_path}/ref.sqlite"
+    run_join(seed_dir[0], ref, end_of_stream=True)
+    assert pair_set(store_url) == pair_set(ref)
+    assert len(pair_set(ref)) > 1000
+    assert _queue(store_url) == _queue(ref)
+    store = Store(store_url)
+    try:
+        q = [r for r in store.quarantine_rows("join") if r["reason"] == "arrival_time_jump"]
+        assert [(r["topic"], r["partition"], r["offset"]) for r in q] == [("payments", 0, at)]
+        assert "9999-12-31T23:59:00" in q[0]["detail"]
+        assert all(r["closes"] for r in store.accounting("join"))
+    finally:
+        store.dispose()
+    # The clock stayed in 2026: the far-future record moved neither it nor a watermark, nor
+    # the source head the freshness metrics compare with.
+    assert res.metrics["clock"] < "3000" and res.metrics["source_head"] < "3000"
+
+
+def test_replay_after_the_log_grew_keeps_the_jump_decision(seed_dir, tmp_path, store_url):
+    """The far-future last line is quarantined in a batch that commits, the run crashes
+    before a checkpoint, and the producer then writes a record that would confirm it: the
+    replay keeps the journaled decision, so the record stays in one bucket."""
+    copy = _copy(seed_dir, tmp_path)
+    at = _append_far_future(copy)
+    run = ["join", "run", "--source", str(copy), "--store", store_url, "--batch-size", "50",
+           "--checkpoint-every", "100000", "--quiet"]
+    crashed = _cli(*run, "--crash-at", "after-sink-write:10")  # 471 records: batch 10 ends it
+    assert crashed.returncode == 137, crashed.stderr
+    store = Store(store_url)
+    try:
+        assert store.latest_checkpoint("join") is None
+        q = [(r["partition"], r["offset"]) for r in store.quarantine_rows("join")
+             if r["reason"] == "arrival_time_jump"]
+        assert q == [(0, at)]
+    finally:
+        store.dispose()
+    p0 = copy / "payments" / "p0.jsonl"
+    follower = orjson.loads(p0.read_bytes().split(b"\n")[at])
+    follower.update(payment_id="pay-after-far-future")
+    p0.write_bytes(p0.read_bytes() + orjson.dumps(follower) + b"\n")
+    assert _cli(*run).returncode == 0
+    store = Store(store_url)
+    try:
+        archived = {r["event_id"] for r in store.rows(
+            select(S.archive.c.event_id).where(S.archive.c.pipeline == "join"))}
+        assert "pay-far-future" not in archived
+        q = [(r["partition"], r["offset"]) for r in store.quarantine_rows("join")
+             if r["reason"] == "arrival_time_jump"]
+        assert (0, at) in q
+        assert all(r["closes"] for r in store.accounting("join"))
+    finally:
+        store.dispose()
+
+
 def test_max_arrival_jump_flag_is_typed_and_documented(seed_dir, tmp_path, sqlite_url):
     bad = _cli("join", "run", "--source", seed_dir[0], "--store", sqlite_url,
                "--max-arrival-jump", "soon", "--quiet")

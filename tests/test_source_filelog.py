@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from streaming.sources import filelog
-from streaming.sources.filelog import FileLog, SourceError, decode_partition, merge_by_arrival
+from streaming.sources.filelog import FileLog, SourceError, decode_partitions, merge_by_arrival
 from streaming.sources.records import raw_record
 from streaming.timeutil import US_PER_S, us_to_iso
 
@@ -32,8 +32,7 @@ def _whole_file_reader(root: str, topics: list[str]):
             path = os.path.join(root, topic, f"p{p}.jsonl")
             data = open(path, "rb").read() if os.path.exists(path) else b""
             lines[tp] = data.split(b"\n")[:-1]
-    for tp in tps:
-        objs[tp], arrivals[tp] = decode_partition(lines[tp], "arrival_time")
+    objs, arrivals, _ = decode_partitions(lines, {})
     return tps, lines, objs, arrivals
 
 
@@ -208,7 +207,8 @@ def test_arrival_jump_keeps_the_partition_clock(tmp_path):
     faults = {(r.partition, r.offset): r.fault for r in recs if r.fault}
     # Followed by an earlier arrival: a jump, also as a partition's first record and twice in a
     # row. Two hours after its predecessor with the partition going on from there: a resume.
-    # Nothing after it yet (p2's last line): it cannot be told from a resume, so it is read.
+    # p2's last line, 8,000 s after its predecessor with nothing after it: p1 arrives within the
+    # bound of it (its resumed records), so the clock moved there: it is read.
     assert set(faults) == {(0, 1), (1, 0), (2, 1), (2, 2)}
     assert all(f[0] == "arrival_time_jump" and "9999-12-31T23:59:00" in f[1]
                and "later record of the partition" in f[1] for f in faults.values())
@@ -221,6 +221,54 @@ def test_arrival_jump_keeps_the_partition_clock(tmp_path):
     # The check can be turned off.
     recs = list(FileLog(root, ["payments"], max_arrival_jump_us=None).merged({}))
     assert all(r.fault is None for r in recs)
+
+
+def test_arrival_jump_as_a_partitions_last_record_is_judged_by_the_other_partitions(tmp_path):
+    root = str(tmp_path)
+    far = orjson.dumps({"id": 9, "arrival_time": "9999-12-31T23:59:00+00:00"})
+    # p0 ends in a far-future record; p1 ends in a record two hours after its predecessor
+    # while p2 flows on (a resume the other partitions confirm); p3 holds one record.
+    _write(f"{root}/payments/p0.jsonl", _rec(0, 0) + b"\n" + _rec(1, 30) + b"\n" + far + b"\n")
+    _write(f"{root}/payments/p1.jsonl", _rec(2, 10) + b"\n" + _rec(3, 7300) + b"\n")
+    _write(f"{root}/payments/p2.jsonl",
+           b"".join(_rec(10 + i, 600 * i) + b"\n" for i in range(13)))
+    _write(f"{root}/risk_signals/p0.jsonl", _rec(30, 50) + b"\n")
+    recs = list(FileLog(root, TOPICS).merged({}))
+    faults = {(r.topic, r.partition, r.offset): r.fault for r in recs if r.fault}
+    assert set(faults) == {("payments", 0, 2)}
+    (reason, detail), = faults.values()
+    assert reason == "arrival_time_jump" and "9999-12-31T23:59:00" in detail
+    assert "nothing confirms it" in detail and "2026" in detail  # the others' latest arrival
+    arrivals = {(r.topic, r.partition, r.offset): r.arrival_us for r in recs}
+    assert arrivals[("payments", 0, 2)] == BASE_US + 30 * US_PER_S  # merged at its predecessor's
+    assert arrivals[("payments", 1, 1)] == BASE_US + 7300 * US_PER_S
+    assert max(arrivals.values()) == BASE_US + 7300 * US_PER_S
+    # Read from a position (a restore) and through random access: the same judgement; the
+    # newest arrival the source reports leaves the jump out.
+    log = FileLog(root, TOPICS)
+    assert log.newest_arrival() == BASE_US + 7300 * US_PER_S
+    assert log.read_at(("payments", 0), 2).fault == faults[("payments", 0, 2)]
+    assert log.next_arrival(("payments", 0), 2) == BASE_US + 30 * US_PER_S
+    # A record of another partition contradicted by its own partition confirms nothing.
+    _write(f"{root}/payments/p1.jsonl", _rec(2, 10) + b"\n" + far + b"\n" + _rec(3, 20) + b"\n")
+    recs = list(FileLog(root, TOPICS).merged({}))
+    assert {(r.partition, r.offset) for r in recs if r.fault} == {(0, 2), (1, 1)}
+    # Two partitions whose last records agree on the new time confirm each other (two
+    # partitions resuming together after a common quiet spell).
+    _write(f"{root}/payments/p1.jsonl", _rec(2, 10) + b"\n" + far + b"\n")
+    recs = list(FileLog(root, TOPICS).merged({}))
+    assert not any(r.fault for r in recs)
+    # A later record of its partition going on from the new time confirms the clock moved.
+    _write(f"{root}/payments/p1.jsonl", _rec(2, 10) + b"\n" + _rec(3, 7300) + b"\n")
+    _write(f"{root}/payments/p0.jsonl", _rec(0, 0) + b"\n" + _rec(1, 30) + b"\n" + far + b"\n"
+           + far + b"\n")
+    recs = list(FileLog(root, TOPICS).merged({}))
+    assert not any(r.fault for r in recs)
+    # A source whose only record cannot be compared with anything: it is read as it is.
+    only = tmp_path / "only"
+    _write(f"{only}/payments/p0.jsonl", far + b"\n")
+    _write(f"{only}/risk_signals/p0.jsonl", b"")
+    assert [r.fault for r in FileLog(str(only), TOPICS).merged({})] == [None]
 
 
 # -- through the worker -------------------------------------------------------------------

@@ -219,8 +219,12 @@ class FollowWorker(Worker):
             # The layout decides the partition counts; read it before choosing subjects.
             counts = _layout_counts(self.settings.source, self.spec.topics)
             owned = assignment.owned(self.spec.name, counts)
+        # Live, a record whose arrival nothing confirms yet is held back until later records
+        # judge it; a run that ends the stream at open judges it against what is there.
         return NatsFollowSource(self.settings.source, self.spec.topics, arrival, owned=owned,
-                                assignment=str(assignment))
+                                assignment=str(assignment),
+                                max_arrival_jump_us=self.settings.max_arrival_jump_us,
+                                hold_trailing=not self.settings.end_of_stream)
 
     def _restore(self, source, ck):
         super()._restore(source, ck)

@@ -2,10 +2,12 @@
 for record in its journaled order, with its journaled idleness decisions, so the operator makes
 the same decisions it made before the crash.
 
-Each journal entry records, per topic-partition, the offset range it consumed and a digest of
-the consumed lines (`range_digest`). Replay recomputes the digest of what it re-read and
-refuses (exit 4) when a consumed line changed: the checkpoint's fingerprints cover only the
-bytes before the checkpoint, the digests cover every journaled batch after it."""
+Each journal entry records, per topic-partition, the offset range it consumed, a digest of
+the consumed lines (`range_digest`) and the offsets the source judged arrival-time jumps
+(replay follows those decisions, `follow_jump_decisions`). Replay recomputes the digest of
+what it re-read and refuses (exit 4) when a consumed line changed: the checkpoint's
+fingerprints cover only the bytes before the checkpoint, the digests cover every journaled
+batch after it."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 import orjson
 
 from ..sources.filelog import RawRecord
+from ..sources.records import ARRIVAL_JUMP
 from .checkpoints import SourceMismatch
 from .settings import TP, Source
 
@@ -39,7 +42,26 @@ def journaled_batch(entry: dict, source: Source,
             raws.append(source.read_at(tp, off + i))
         cursor[tp] = off + count
     verify_digests(entry, raws)
+    follow_jump_decisions(entry, raws)
     return raws, decisions
+
+
+def follow_jump_decisions(entry: dict, raws: list[RawRecord]) -> None:
+    """Give each re-read record the arrival-jump decision the batch was consumed with. The
+    source judges a partition's last records by what the log held when it was read (later
+    records, the other partitions): a log that grew since can judge them otherwise, and a
+    replay must not. Entries written before decisions were journaled keep the source's."""
+    ranges = orjson.loads(entry["ranges"])
+    for raw in raws:
+        rng = ranges.get(f"{raw.topic}:{raw.partition}")
+        if rng is None or len(rng) < 4:
+            continue
+        journaled = raw.offset in rng[3]
+        if journaled and raw.fault is None:
+            raw.fault = (ARRIVAL_JUMP, f"judged an arrival-time jump when journal batch "
+                                       f"{entry['seq']} was first read; it moves no clock")
+        elif not journaled and raw.fault is not None:
+            raw.fault = None
 
 
 def verify_journal(entries: list[dict], source: Source, positions: dict[TP, int]) -> None:

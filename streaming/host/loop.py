@@ -20,6 +20,7 @@ from ..contracts import InvalidRecord, decode, quarantine_text
 from ..operators.base import Emit, Quarantined, safe_text
 from ..sources import open_source
 from ..sources.filelog import RawRecord
+from ..sources.records import decode_own
 from ..store.ops import BatchWrite, Store, dumps, now_iso
 from ..timeutil import NEG_INF, event_date
 from ..watermarks import InputWatermark
@@ -80,6 +81,7 @@ class Worker:
         self.throttle = SinkThrottle(settings.throttle) if settings.throttle else None
         self.replaying = False
         self.source_head_us: int | None = None
+        self._tp_names: dict[TP, str] = {}  # ("topic", p) -> "topic:p", as the journal names it
 
     @property
     def restored_from(self) -> int | None:
@@ -226,9 +228,25 @@ class Worker:
 
     def _replay_entry(self, entry: dict) -> int:
         raws, decisions = journaled_batch(entry, self.source, self.positions)
+        self._replay_arrivals(raws)
         self._run_batch(raws, decisions, end_of_stream=bool(entry["end_of_stream"]),
                         seq=entry["seq"])
         return len(raws)
+
+    def _replay_arrivals(self, raws: list[RawRecord]) -> None:
+        """Arrival times of replayed records from the journaled jump decisions and the
+        partitions' arrivals this worker consumed, not from what the source judges today (a
+        log that grew since can judge a partition's last records otherwise)."""
+        running: dict[TP, int] = {}
+        contracts = self.spec.contracts
+        for raw in raws:
+            tp = (raw.topic, raw.partition)
+            prev = running.get(tp)
+            if prev is None:
+                prev = self.wms[raw.topic].last_arrival[raw.partition]
+            own = (None if raw.fault is not None else
+                   decode_own(raw.line, contracts[raw.topic].arrival_time_field)[1])
+            running[tp] = raw.arrival_us = prev if own is None else max(prev, own)
 
     def _run_batch(self, raws: list[RawRecord], decisions: list | None,
                    end_of_stream: bool = False, seq: int | None = None) -> None:
@@ -236,8 +254,10 @@ class Worker:
         op = self.op
         wms = self.wms
         contracts = self.spec.contracts
-        # per "topic:p": [first offset, last offset, digest of the consumed lines]
+        # per "topic:p": [first offset, last offset, digest of the consumed lines, offsets the
+        # source judged arrival-time jumps]
         ranges: dict[str, list[Any]] = {}
+        jumps: dict[str, list[int]] = {}
         order_runs: list[list] = []
         made: list[list] = []
         following = decisions is not None
@@ -247,20 +267,29 @@ class Worker:
         clock = time.perf_counter
         stages = self.result.stage_seconds
         decode_s = 0.0
+        positions = self.positions
+        names = self._tp_names
+        # The run of records of one partition in hand: its journal run and range. Records
+        # come in runs (the merge hands out a partition's records by arrival), so the
+        # per-record bookkeeping only counts and the partition's names are looked up per run.
+        run_topic, run_part = "", -1
+        run: list = []
+        r: list = []
+        tp: TP = ("", -1)
+        tps = ""
         t_batch = clock()
         for i, raw in enumerate(raws):
-            tp = (raw.topic, raw.partition)
-            tps = tp_str(*tp)
-            if order_runs and order_runs[-1][0] == tps:
-                order_runs[-1][1] += 1
-            else:
-                order_runs.append([tps, 1])
-            r = ranges.get(tps)
-            if r is None:
-                ranges[tps] = [raw.offset, raw.offset]
-            else:
-                r[1] = raw.offset
-            self.positions[tp] = raw.offset + 1
+            off = raw.offset
+            if raw.partition != run_part or raw.topic != run_topic:
+                run_topic, run_part = raw.topic, raw.partition
+                tp = (run_topic, run_part)
+                tps = names.get(tp) or names.setdefault(tp, tp_str(*tp))
+                run = [tps, 0]
+                order_runs.append(run)
+                r = ranges.get(tps) or ranges.setdefault(tps, [off, off])
+            run[1] += 1
+            r[1] = off
+            positions[tp] = off + 1
             if raw.arrival_us > self.clock:
                 self.clock = raw.arrival_us
             if self.stream_start <= NEG_INF:
@@ -270,6 +299,7 @@ class Worker:
             t_rec = clock()
             try:
                 if raw.fault is not None:
+                    jumps.setdefault(tps, []).append(raw.offset)
                     raise InvalidRecord(*raw.fault)
                 # Straight from the line's bytes: the C decoder builds the struct; only a line
                 # it refuses is parsed generally, to name the defect.
@@ -312,7 +342,7 @@ class Worker:
         else:
             self.seq = seq
         for tps, digest in range_digests(raws).items():
-            ranges[tps].append(digest)
+            ranges[tps].extend((digest, jumps.get(tps, [])))
         self.crash.hit("after-candidate")
         bw = self._batch_write(seq, out, ranges, order_runs, made, n, end_of_stream)
         res = self.store.commit_batch(bw)

@@ -61,8 +61,9 @@ class RunSettings:
     extra: dict = field(default_factory=dict)
     # Opt-in pressure test: commit through a sink throttled in worker-clock time.
     throttle: ThrottleSettings | None = None
-    # A record arriving more than this past its partition's latest arrival (and not followed
-    # by the partition) is quarantined as `arrival_time_jump`; None turns the check off.
+    # A record arriving more than this past its partition's latest arrival, that neither the
+    # partition's later records nor the other partitions follow, is quarantined as
+    # `arrival_time_jump` (docs/sources.md); None turns the check off.
     max_arrival_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US
 
     def describe(self) -> dict:

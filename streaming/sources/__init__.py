@@ -14,11 +14,11 @@ log = logging.getLogger(__name__)
 def open_source(location: str, topics: list[str], arrival_fields: dict[str, str],
                 max_arrival_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US):
     """Open a partitioned source by location: a directory is a file log; `nats://host:port`
-    (optionally `?stream=NAME`) is NATS JetStream (which judges arrival jumps with the
-    default bound)."""
+    (optionally `?stream=NAME`) is NATS JetStream. Both judge arrival jumps with
+    `max_arrival_jump_us`."""
     if location.startswith("nats://"):
         from .nats import NatsSource
-        source: Any = NatsSource(location, topics, arrival_fields)
+        source: Any = NatsSource(location, topics, arrival_fields, max_arrival_jump_us)
     else:
         from .filelog import FileLog
         source = FileLog(location, topics, arrival_fields, max_arrival_jump_us)

@@ -25,13 +25,15 @@ import re
 from array import array
 from collections import deque
 from typing import Any, BinaryIO
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..timeutil import NEG_INF
 # Shared by every source; re-exported so callers name one module for the file log.
 from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, TP,  # noqa: F401
                       PartitionBuffer, RawRecord, SourceError, SourceFault, arrival_jump,
-                      decode_own, decode_partition, jump_fault, merge_by_arrival)
+                      decode_own, decode_partitions,
+                      jump_fault, merge_by_arrival, partition_frontier, trailing_jump,
+                      wall_clock_us)
 
 MARK_EVERY = 4096  # lines between kept byte positions of a partition file
 READ_AHEAD = 1024  # lines decoded at a time per partition
@@ -99,8 +101,13 @@ class _Partition:
     the window or right after it; any other offset repositions the reader (resuming from the
     nearest line mark whose running arrival is known)."""
 
-    def __init__(self, tp: TP, path: str | None, arrival_field: str, max_jump_us: int | None):
+    def __init__(self, tp: TP, path: str | None, arrival_field: str, max_jump_us: int | None,
+                 others_frontier: Callable[[TP], int], opened_us: int):
         self.tp = tp
+        self.opened_us = opened_us  # when the log was opened: no line arrived later
+        # The latest arrival the other partitions vouch for: judges this partition's last
+        # record when it is a suspect (`trailing_jump`).
+        self.others_frontier = others_frontier
         self.path = path
         self.arrival_field = arrival_field
         self.max_jump_us = max_jump_us
@@ -124,19 +131,35 @@ class _Partition:
             self._reader.fh.close()
             self._reader = None
 
-    def last_arrival(self) -> int | None:
-        """The own arrival time of the partition's last complete line that has one."""
+    def tail_arrivals(self) -> tuple[int | None, int | None]:
+        """Own arrival times at the partition's end: the latest among its last JUMP_LOOKAHEAD
+        lines but the last, and the last line's (None where a line has none)."""
         if self.count == 0:
-            return None
-        start = max(0, self.count - JUMP_LOOKAHEAD)
-        last = None
+            return None, None
+        start = max(0, self.count - 1 - JUMP_LOOKAHEAD)
+        owns = []
         with open(self._file(), "rb") as fh:
             fh.seek(self._byte_start(start))
             for off in range(start, self.count):
-                own = decode_own(_record_bytes(fh.readline(), off), self.arrival_field)[1]
-                if own is not None:
-                    last = own
-        return last
+                owns.append(decode_own(_record_bytes(fh.readline(), off), self.arrival_field)[1])
+        before = [o for o in owns[:-1] if o is not None]
+        return (max(before) if before else None), owns[-1]
+
+    def frontier(self) -> int:
+        """The latest arrival this partition claims (`records.partition_frontier`): read with
+        a reader of its own up to the last line, which is not judged."""
+        if self.count == 0:
+            return NEG_INF
+        r = self._open_at(self.count - 1)
+        try:
+            if r.ahead:  # read ahead already, to judge its predecessor
+                own = r.ahead[0][2]
+            else:
+                line = _record_bytes(r.fh.readline(), self.count - 1)
+                own = decode_own(line, self.arrival_field)[1]
+        finally:
+            r.fh.close()
+        return partition_frontier(r.prev, own)
 
     def _open_at(self, off: int) -> _Reader:
         """A reader positioned at line `off` with the running arrival known there."""
@@ -169,7 +192,15 @@ class _Partition:
         prev = r.prev
         fault = None
         jump = self.max_jump_us
-        if jump is not None and own is not None and (prev <= NEG_INF or own - prev > jump):
+        # `arrival_suspect`, inline: it is asked of every record.
+        if jump is None or own is None or (prev > NEG_INF and own - prev <= jump):
+            pass
+        elif off == self.count - 1:
+            # Nothing follows it: the other partitions judge it.
+            why = trailing_jump(own, prev, self.others_frontier(self.tp), jump, self.opened_us)
+            if why is not None:
+                fault = jump_fault(own, prev, why, field, jump)
+        else:
             want = min(JUMP_LOOKAHEAD, self.count - off - 1)
             while len(r.ahead) < want:
                 at = off + 1 + len(r.ahead)
@@ -216,12 +247,23 @@ class _Partition:
 
     def take(self, off: int) -> RawRecord:
         """Hand out the record at `off`: drop the window before it, remember its arrival."""
-        rec = self.peek(off)
-        assert rec is not None, f"{self.tp} has no record at offset {off}"
         win = self.win
-        while self.win_base < off:
-            win.popleft()
-            self.win_base += 1
+        base = self.win_base
+        r = self._reader
+        if r is not None and base <= off < r.off:
+            # In the window (the merge's case: the record it peeked last): no re-read.
+            while base < off:
+                win.popleft()
+                base += 1
+            self.win_base = base
+            rec = win[0]
+        else:
+            found = self.peek(off)
+            assert found is not None, f"{self.tp} has no record at offset {off}"
+            rec = found
+            while self.win_base < off:
+                win.popleft()
+                self.win_base += 1
         taken = self.taken
         if off != self.taken_base + len(taken):
             del taken[:]
@@ -307,6 +349,7 @@ class FileLog:
         self.max_arrival_jump_us = max_arrival_jump_us
         self.partition_counts: dict[str, int] = {}
         self._parts: dict[TP, _Partition] = {}
+        self.opened_us = wall_clock_us()
         if not os.path.isdir(root):
             raise SourceError(f"source directory {root!r} does not exist")
         for topic in self.topics:
@@ -316,11 +359,42 @@ class FileLog:
             field = self._arrival_field.get(topic, "arrival_time")
             for p in range(n):
                 self._parts[(topic, p)] = _Partition((topic, p), parts.get(p), field,
-                                                     max_arrival_jump_us)
-        # The newest arrival held (a metric: how far behind the source a run is).
-        lasts = [a for a in (part.last_arrival() for part in self._parts.values())
-                 if a is not None]
-        self._head = max(lasts) if lasts else None
+                                                     max_arrival_jump_us, self._others_frontier,
+                                                     self.opened_us)
+        self._frontiers: dict[TP, int] | None = None
+        self._head = self._newest_claim(max_arrival_jump_us)
+
+    def _newest_claim(self, bound: int | None) -> int | None:
+        """The newest arrival the partitions' ends claim (a metric: how far behind the source
+        a run is), read from their last lines only: a last line that jumps more than the bound
+        past the lines before it into the future counts only when another partition's end
+        reaches within the bound of it, as the arrival-jump rule judges it (docs/sources.md)."""
+        tails = {tp: part.tail_arrivals() for tp, part in self._parts.items()}
+        plain: dict[TP, int] = {}
+        suspects: dict[TP, int] = {}
+        for tp, (before, last) in tails.items():
+            if last is not None and (bound is None or (before is not None
+                                                         and last - before <= bound)):
+                plain[tp] = last if before is None else max(before, last)
+            else:
+                if before is not None:
+                    plain[tp] = before
+                if last is not None:
+                    suspects[tp] = last
+        heads = list(plain.values())
+        for tp, last in suspects.items():
+            assert bound is not None  # without a bound nothing is a suspect
+            ref = max([a for q, a in plain.items() if q != tp] + [plain.get(tp, NEG_INF)])
+            if ref <= NEG_INF or last - ref <= bound or last - self.opened_us <= bound:
+                heads.append(last)
+        return max(heads) if heads else None
+
+    def _others_frontier(self, tp: TP) -> int:
+        """The latest frontier of every partition but `tp`, as the log was opened
+        (computed once, when a partition's last record first needs it)."""
+        if self._frontiers is None:
+            self._frontiers = {q: part.frontier() for q, part in self._parts.items()}
+        return max((f for q, f in self._frontiers.items() if q != tp), default=NEG_INF)
 
     def close(self) -> None:
         for part in self._parts.values():

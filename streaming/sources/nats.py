@@ -30,7 +30,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from .filelog import TP, PartitionBuffer, SourceError, decode_partition
+from .filelog import (DEFAULT_MAX_ARRIVAL_JUMP_US, TP, PartitionBuffer, SourceError,
+                      decode_partitions)
 
 log = logging.getLogger(__name__)
 
@@ -157,8 +158,10 @@ class NatsSource(PartitionBuffer):
     kind = "nats"
 
     def __init__(self, location: str, topics: list[str],
-                 arrival_field: dict[str, str] | None = None):
+                 arrival_field: dict[str, str] | None = None,
+                 max_arrival_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US):
         self.location = NatsLocation.parse(location)
+        self.max_arrival_jump_us = max_arrival_jump_us
         self.topics = list(topics)
         self._arrival_field = arrival_field or {}
         self._lines: dict[TP, list[bytes]] = {}
@@ -170,9 +173,19 @@ class NatsSource(PartitionBuffer):
         self.partitioner = ""
         self.stream_created = ""
         run_private(self._load)
-        for tp, lines in self._lines.items():
-            arrival = self._arrival_field.get(tp[0], "arrival_time")
-            self._objs[tp], self._arrivals[tp] = decode_partition(lines, arrival)
+        self._objs, self._arrivals, held = decode_partitions(
+            self._lines, self._arrival_field, max_arrival_jump_us, self._hold_trailing())
+        for tp in held:
+            # Not a record yet: the live tail delivers it again and judges it there.
+            self._lines[tp].pop()
+            self._seqs[tp].pop()
+            self._objs[tp].pop()
+            self._arrivals[tp].pop()
+
+    def _hold_trailing(self) -> bool:
+        """Whether a partition's last record that nothing confirms is held back (a live
+        source, where later records will judge it) rather than judged a jump now."""
+        return False
 
     # -- loading -----------------------------------------------------------------------------
     async def _load(self) -> None:

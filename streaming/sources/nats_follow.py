@@ -20,6 +20,7 @@ from typing import Any
 
 import asyncio
 import collections
+import itertools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,9 @@ import orjson
 from ..timeutil import NEG_INF, TimeFormatError, parse_utc_us
 from .filelog import TP, RawRecord, SourceError
 from .nats import NatsSource
+from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, SourceFault, arrival_jump,
+                      arrival_suspect, jump_fault, partition_frontier, trailing_jump,
+                      wall_clock_us)
 
 
 @dataclass
@@ -71,8 +75,14 @@ class NatsFollowSource(NatsSource):
 
     def __init__(self, location: str, topics: list[str],
                  arrival_field: dict[str, str] | None = None,
-                 owned: set[TP] | None = None, assignment: str = "0/1"):
+                 owned: set[TP] | None = None, assignment: str = "0/1",
+                 max_arrival_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US,
+                 hold_trailing: bool = True):
         self.owned = owned
+        self._hold = hold_trailing
+        # Per subject: delivered records whose arrival jumps ahead and that nothing has
+        # confirmed yet (`_judge_held`), with everything delivered after them, in order.
+        self._held: dict[TP, collections.deque] = {}
         self.assignment = assignment
         self._inbox: collections.deque = collections.deque()
         self._wakeup = threading.Event()
@@ -86,8 +96,11 @@ class NatsFollowSource(NatsSource):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._nc: Any = None
-        super().__init__(location, topics, arrival_field)
+        super().__init__(location, topics, arrival_field, max_arrival_jump_us)
         self._start_tail()
+
+    def _hold_trailing(self) -> bool:
+        return self._hold
 
     def owns(self, tp: TP) -> bool:
         return self.owned is None or tp in self.owned
@@ -163,47 +176,120 @@ class NatsFollowSource(NatsSource):
                                idle_heartbeat=2.0, cb=on_message)
 
     def poll(self, max_records: int, timeout_s: float) -> list[RawRecord]:
-        """Up to `max_records` records delivered since the last poll, waiting up to `timeout_s`
-        for the first. Each gets the next offset of its subject."""
+        """Up to `max_records` records delivered since the last poll (a few more when held
+        records are released), waiting up to `timeout_s` for the first. Each gets the next
+        offset of its subject."""
         if not self._inbox and timeout_s > 0:
             self._wakeup.wait(timeout_s)
         self._wakeup.clear()
         out: list[RawRecord] = []
         inbox = self._inbox
+        held = self._held
         while inbox and len(out) < max_records:
             tp, seq, data, stamp = inbox.popleft()
-            out.append(self._append(tp, seq, data, stamp))
+            try:
+                obj: object = orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                obj = exc
+            own = None
+            if isinstance(obj, dict):
+                try:
+                    own = parse_utc_us(obj.get(self._arrival_field.get(tp[0], "arrival_time")))
+                except TimeFormatError:
+                    own = None
+            item = (seq, data, stamp, obj, own)
+            waiting = held.get(tp)
+            if waiting is None and self._unconfirmed(tp, own):
+                waiting = held[tp] = collections.deque()
+            if waiting is not None:
+                waiting.append(item)
+                out.extend(self._judge_held(tp))
+            else:
+                out.append(self._append(tp, item, None))
+        # Records of other subjects may have confirmed a held one.
+        while held:
+            released = [r for tp in list(held) for r in self._judge_held(tp)]
+            if not released:
+                break
+            out.extend(released)
         if inbox:
             self._wakeup.set()
         return out
 
-    def _append(self, tp: TP, seq: int, data: bytes, stamp: int) -> RawRecord:
+    def _prev(self, tp: TP) -> int:
+        arrivals = self._arrivals[tp]
+        return arrivals[-1] if arrivals else NEG_INF
+
+    def _others_frontier(self, tp: TP) -> int:
+        """The latest arrival the other subjects claim (`records.partition_frontier`): their
+        buffered records and their held ones, so subjects that resume together after a common
+        quiet spell confirm each other."""
+        latest = NEG_INF
+        for q, arrivals in self._arrivals.items():
+            if q == tp:
+                continue
+            held = self._held.get(q, ())
+            owns = [h[4] for h in held if h[4] is not None]
+            latest = max(latest, partition_frontier(arrivals[-1] if arrivals else NEG_INF,
+                                                    max(owns) if owns else None))
+        return latest
+
+    def _unconfirmed(self, tp: TP, own: int | None) -> bool:
+        """A delivered record whose arrival nothing vouches for yet: it is held back."""
+        if not self._hold:
+            return False
+        prev = self._prev(tp)
+        return trailing_jump(own, prev, self._others_frontier(tp), self.max_arrival_jump_us,
+                             wall_clock_us()) is not None
+
+    def _judge_held(self, tp: TP) -> list[RawRecord]:
+        """Release the held records of tp that can be judged now, in order: the first one is a
+        jump once a later record of the subject arrives more than the bound earlier, and is
+        read as it is once JUMP_LOOKAHEAD later records go on from its time or another subject
+        arrives within the bound of it (the rule of a recording's records, applied as the
+        evidence is delivered). Until then it holds back everything after it."""
+        held = self._held[tp]
+        bound = self.max_arrival_jump_us
+        field_name = self._arrival_field.get(tp[0], "arrival_time")
+        out: list[RawRecord] = []
+        while held:
+            _, _, _, _, own = held[0]
+            prev = self._prev(tp)
+            fault = None
+            if arrival_suspect(own, prev, bound):
+                assert own is not None and bound is not None
+                later = [h[4] for h in itertools.islice(held, 1, 1 + JUMP_LOOKAHEAD)]
+                why = arrival_jump(own, prev, later, bound)
+                if why is not None:
+                    fault = jump_fault(own, prev, why, field_name, bound)
+                elif (len(later) < JUMP_LOOKAHEAD
+                      and trailing_jump(own, prev, self._others_frontier(tp), bound,
+                                        wall_clock_us())):
+                    break  # nothing confirms it yet
+            out.append(self._append(tp, held.popleft(), fault))
+        if not held:
+            del self._held[tp]
+        return out
+
+    def _append(self, tp: TP, item: tuple, fault: tuple[str, str] | None) -> RawRecord:
+        seq, data, stamp, obj, own = item
         seqs = self._seqs[tp]
         if seqs and seq <= seqs[-1]:
             raise SourceError(f"{self.location.subject(*tp)}: stream sequence {seq} delivered "
                               f"after {seqs[-1]}")
         lines, objs, arrivals = self._lines[tp], self._objs[tp], self._arrivals[tp]
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            obj = exc
-        prev = arrivals[-1] if arrivals else NEG_INF
-        arr = prev
-        if isinstance(obj, dict):
-            try:
-                arr = parse_utc_us(obj.get(self._arrival_field.get(tp[0], "arrival_time")))
-            except TimeFormatError:
-                arr = prev
-        # The same rule as `decode_partition`: a missing arrival keeps its predecessor's.
-        arr = max(arr, prev)
+        prev = self._prev(tp)
+        # The same rule as `decode_partitions`: a missing arrival, or a jump, keeps its
+        # predecessor's.
+        arr = prev if fault is not None or own is None else max(own, prev)
         offset = len(lines)
         lines.append(data)
         seqs.append(seq)
-        objs.append(obj)
+        objs.append(SourceFault(*fault, obj) if fault is not None else obj)
         arrivals.append(arr)
         if stamp:
             self._stamps[tp][offset] = stamp
-        return RawRecord(tp[0], tp[1], offset, data, obj, arr)
+        return RawRecord(tp[0], tp[1], offset, data, obj, arr, fault)
 
     def take_stamps(self, ranges: dict[str, list[int]] | dict) -> list[int]:
         """JetStream timestamps (ns) of the live records in `ranges` ("topic:p" -> [lo, hi]),
@@ -230,7 +316,7 @@ class NatsFollowSource(NatsSource):
                 continue
             buffered = len(self._lines[tp]) - positions.get(tp, 0)
             out[f"{tp[0]}:{tp[1]}"] = (self._server_pending.get(tp, 0) + waiting.get(tp, 0)
-                                       + max(0, buffered))
+                                       + max(0, buffered) + len(self._held.get(tp, ())))
         return out
 
     def caught_up(self, tp: TP, offset: int, clock_us: int) -> bool:
@@ -238,7 +324,7 @@ class NatsFollowSource(NatsSource):
         buffered records after `offset` arrived after `clock_us`."""
         if self._server_pending.get(tp, 0) > 0:
             return False
-        if any(item[0] == tp for item in list(self._inbox)):
+        if tp in self._held or any(item[0] == tp for item in list(self._inbox)):
             return False
         return super().caught_up(tp, offset, clock_us)
 
@@ -283,3 +369,7 @@ class NatsFollowSource(NatsSource):
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=3.0)
+            if not self._thread.is_alive():
+                # Closed here, not by the collector at interpreter exit (where its self-pipe
+                # may already be gone and `__del__` prints a traceback).
+                loop.close()

@@ -6,6 +6,7 @@ file log and from NATS JetStream."""
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -15,9 +16,11 @@ from ..timeutil import NEG_INF, US_PER_HOUR, TimeFormatError, parse_utc_us, us_t
 
 TP = tuple[str, int]
 
-# A record whose arrival time is more than this beyond its partition's latest arrival is a
-# clock fault of the producer (`arrival_time_jump`): it is quarantined and moves no clock.
+# A record whose arrival time is more than this beyond its partition's latest arrival, and that
+# neither its partition's later records nor the other partitions confirm, is a clock fault of
+# the producer (`arrival_time_jump`): it is quarantined and moves no clock.
 DEFAULT_MAX_ARRIVAL_JUMP_US = US_PER_HOUR
+ARRIVAL_JUMP = "arrival_time_jump"  # the quarantine reason of such a record
 JUMP_LOOKAHEAD = 16  # later records read to tell an arrival jump from a resumed partition
 
 
@@ -52,45 +55,93 @@ def decode_own(line: bytes, arrival_field: str) -> tuple[object, int | None]:
         return obj, None
 
 
+def arrival_suspect(own: int | None, prev: int, max_jump_us: int | None) -> bool:
+    """An arrival the partition does not vouch for: more than `max_jump_us` past the
+    partition's latest arrival `prev`, or the partition's first."""
+    return (max_jump_us is not None and own is not None
+            and (prev <= NEG_INF or own - prev > max_jump_us))
+
+
 def arrival_jump(own: int | None, prev: int, next_owns: list[int | None],
                  max_jump_us: int | None) -> str | None:
-    """Why a record's arrival time is a producer clock fault, or None.
+    """Why a record's arrival time is a producer clock fault, judged by its own partition, or
+    None.
 
-    A jump is an arrival more than `max_jump_us` past the partition's latest arrival `prev`
-    (or a partition's first arrival) that the partition does not follow: one of its next
-    JUMP_LOOKAHEAD records (`next_owns`, their own arrivals) arrives more than the bound
-    earlier again. A partition that goes on from the new time resumed after a quiet spell, and
-    a record that nothing follows yet cannot be told from one: neither is a jump."""
-    if max_jump_us is None or own is None:
+    A jump is a suspect arrival (`arrival_suspect`) that the partition does not follow: one of
+    its next JUMP_LOOKAHEAD records (`next_owns`, their own arrivals) arrives more than the
+    bound earlier again. A partition that goes on from the new time resumed after a quiet
+    spell. A record that nothing follows yet is judged by `trailing_jump`."""
+    if not arrival_suspect(own, prev, max_jump_us):
         return None
-    if prev > NEG_INF and own - prev <= max_jump_us:
-        return None
+    assert own is not None and max_jump_us is not None
     for nxt in next_owns:
         if nxt is not None and own - nxt > max_jump_us:
             return f"a later record of the partition arrives at {us_to_iso(nxt)}"
     return None
 
 
+def partition_frontier(prev: int, last_own: int | None) -> int:
+    """The latest arrival a partition claims, given the merge arrival `prev` before its last
+    record and that record's own arrival: its records the partition itself contradicts
+    (judged jumps) do not count; its last record, which nothing contradicts, does."""
+    return prev if last_own is None else max(prev, last_own)
+
+
+def wall_clock_us() -> int:
+    """Now, in µs since the epoch: no record can have arrived later (`trailing_jump`)."""
+    return time.time_ns() // 1000
+
+
+def trailing_jump(own: int | None, prev: int, others: int, max_jump_us: int | None,
+                  now_us: int) -> str | None:
+    """Why the last record of a partition (nothing follows it yet) is a producer clock fault,
+    or None.
+
+    Its partition cannot confirm it. It is a jump when it claims to have arrived in the future
+    (more than the bound after `now_us`, when the source is read: nothing arrives before it
+    is read) and no other partition confirms it either (`others`, the latest of the other
+    partitions' frontiers, `partition_frontier`, is more than the bound earlier). A partition
+    that resumes after a quiet spell arrived in the past and is read as it is; a record from
+    the far future is not, unless the rest of the source has moved there too."""
+    if not arrival_suspect(own, prev, max_jump_us):
+        return None
+    assert own is not None and max_jump_us is not None
+    if own - now_us <= max_jump_us:
+        return None
+    ref = max(prev, others)
+    if ref <= NEG_INF or own - ref <= max_jump_us:
+        return None
+    latest = (f"the other partitions' latest arrival is {us_to_iso(others)}" if others > NEG_INF
+              else "no other partition holds a record")
+    return (f"it claims to arrive in the future (after the source was read) and nothing "
+            f"confirms it (no later record of the partition; {latest})")
+
+
 def jump_fault(own: int, prev: int, why: str, arrival_field: str,
                max_jump_us: int) -> tuple[str, str]:
     since = f"latest arrival {us_to_iso(prev)}" if prev > NEG_INF else "first record"
-    return ("arrival_time_jump",
+    return (ARRIVAL_JUMP,
             f"{arrival_field} {us_to_iso(own)} is more than {max_jump_us // 1_000_000}s ahead of "
             f"the partition ({since}) and {why}; it moves no clock")
 
 
-def decode_partition(lines: list[bytes], arrival_field: str,
-                     max_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US
-                     ) -> tuple[list[object], list[int]]:
-    """Decode one partition's lines: the JSON objects (or the decode error) and the arrival
-    times used to merge partitions. Shared by every source so they replay in the same order.
-    A line without a usable arrival time, or with an arrival jump (returned as a
-    `SourceFault`), keeps its predecessor's arrival: it is consumed right after it."""
+def _decode_one_partition(lines: list[bytes], arrival_field: str, max_jump_us: int | None
+                          ) -> tuple[list[object], list[int], int | None]:
+    """One partition judged by itself: objects, merge arrivals, and the own arrival of its
+    last record when that is a suspect only the other partitions can judge (merged, until
+    then, at its predecessor's arrival)."""
     decoded = [decode_own(line, arrival_field) for line in lines]
     arrivals: list[int] = []
     objs: list[object] = []
     prev = NEG_INF
+    trailing = None
+    last = len(decoded) - 1
     for i, (obj, own) in enumerate(decoded):
+        if i == last and arrival_suspect(own, prev, max_jump_us):
+            trailing = own
+            objs.append(obj)
+            arrivals.append(prev)
+            break
         nxt = [o for _, o in decoded[i + 1:i + 1 + JUMP_LOOKAHEAD]]
         why = arrival_jump(own, prev, nxt, max_jump_us)
         if why is not None:
@@ -102,7 +153,52 @@ def decode_partition(lines: list[bytes], arrival_field: str,
             if own is not None and own > prev:
                 prev = own
         arrivals.append(prev)
-    return objs, arrivals
+    return objs, arrivals, trailing
+
+
+def decode_partitions(lines: dict[TP, list[bytes]], arrival_fields: dict[str, str],
+                      max_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US,
+                      hold_trailing: bool = False, now_us: int | None = None
+                      ) -> tuple[dict[TP, list[object]], dict[TP, list[int]], dict[TP, int]]:
+    """Decode every partition of a source: per partition the JSON objects (or the decode
+    error, or a `SourceFault`) and the arrival times used to merge partitions. Shared by every
+    source so they replay in the same order. A line without a usable arrival time, or with an
+    arrival jump, keeps its predecessor's arrival: it is consumed right after it.
+
+    A partition's last record that is a suspect is judged against the other partitions'
+    frontiers (`trailing_jump`). With `hold_trailing` (a live source, where more
+    records will come) an unconfirmed one is not judged yet: it is returned in the third
+    value (partition -> its own arrival) and left to the caller to hold back. `now_us`: when
+    the source is read (default: the wall clock)."""
+    now = wall_clock_us() if now_us is None else now_us
+    objs: dict[TP, list[object]] = {}
+    arrivals: dict[TP, list[int]] = {}
+    pending: dict[TP, int] = {}
+    for tp, part_lines in lines.items():
+        o, a, trailing = _decode_one_partition(
+            part_lines, arrival_fields.get(tp[0], "arrival_time"), max_jump_us)
+        objs[tp], arrivals[tp] = o, a
+        if trailing is not None:
+            pending[tp] = trailing
+    # Frontiers before any trailing record is judged, so the decisions do not depend on the
+    # order partitions are visited in.
+    frontiers = {tp: partition_frontier(a[-1] if a else NEG_INF, pending.get(tp))
+                 for tp, a in arrivals.items()}
+    held: dict[TP, int] = {}
+    for tp, own in pending.items():
+        prev = arrivals[tp][-1]
+        others = max((f for q, f in frontiers.items() if q != tp), default=NEG_INF)
+        why = trailing_jump(own, prev, others, max_jump_us, now)
+        if why is None:
+            arrivals[tp][-1] = max(prev, own)
+        elif hold_trailing:
+            held[tp] = own
+        else:
+            assert max_jump_us is not None  # a suspect needs a bound
+            field = arrival_fields.get(tp[0], "arrival_time")
+            objs[tp][-1] = SourceFault(*jump_fault(own, prev, why, field, max_jump_us),
+                                       objs[tp][-1])
+    return objs, arrivals, held
 
 
 class SourceFault:
