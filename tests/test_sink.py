@@ -96,3 +96,79 @@ def test_only_the_ledger_window_lookup_is_indexed_by_logical_key(store_url):
         store.dispose()
     assert "ix_facts_ledger_window" in plan
     assert idx == {"ix_facts_ledger_window"}
+
+
+def test_current_view_keeps_the_last_written_fact_when_later_ones_already_exist(store_url):
+    # Batch 2 repeats fact "b2" (a no-op) after a new fact "a2" of the same logical key: the
+    # view takes "a2", the last fact of the key this batch wrote, and "c2" of another key.
+    store = Store(store_url)
+    with store.engine.begin() as conn:
+        write_facts(conn, "join", [fact("b2", "L", "current", v="b2"),
+                                   fact("x1", "X", "current", v="x1")], 1)
+    with store.engine.begin() as conn:
+        r = write_facts(conn, "join", [fact("a1", "L", "current", v="a1"),
+                                       fact("a2", "L", "retired", v="a2"),
+                                       fact("b2", "L", "current", v="b2"),
+                                       fact("c1", "C", "current", v="c1"),
+                                       fact("c2", "C", "current", v="c2")], 2)
+    assert (r.written, r.noop, r.rejected) == (4, 1, 0)
+    view = {row["logical_key"]: (row["fact_key"], row["status"], row["payload"], row["batch_seq"])
+            for row in store.current("join", "pair")}
+    assert view == {"L": ("a2", "retired", '{"v":"a2"}', 2),
+                    "C": ("c2", "current", '{"v":"c2"}', 2),
+                    "X": ("x1", "current", '{"v":"x1"}', 1)}
+    assert [f["fact_key"] for f in store.facts("join")] == ["b2", "x1", "a1", "a2", "c1", "c2"]
+    store.dispose()
+
+
+def test_batch_constants_are_stored_as_given(store_url):
+    # The pipeline name, batch number and creation time are bound once per batch (SQLite:
+    # as literals); a quote in a constant is data, not SQL.
+    store = Store(store_url)
+    with store.engine.begin() as conn:
+        r = write_facts(conn, "it's", [fact("k1", "L1", "current", v=1),
+                                       fact("k2", "L1", "retired", v=2)], 7)
+    assert r.written == 2
+    facts = store.facts("it's")
+    assert [(f["pipeline"], f["fact_key"], f["batch_seq"], f["generation_id"]) for f in facts] == \
+        [("it's", "k1", 7, None), ("it's", "k2", 7, None)]
+    assert facts[0]["created_at"] == facts[1]["created_at"]
+    [row] = store.current("it's", "pair")
+    assert (row["pipeline"], row["fact_key"], row["status"], row["batch_seq"]) == \
+        ("it's", "k2", "retired", 7)
+    store.dispose()
+
+
+def test_generation_facts_leave_the_current_view_alone(store_url):
+    store = Store(store_url)
+    with store.engine.begin() as conn:
+        write_facts(conn, "join", [fact("live", "L", "current", v=1)], 1)
+    with store.engine.begin() as conn:
+        r = write_facts(conn, "join", [fact("gen", "L", "current", v=2)], None,
+                        generation_id="g1")
+    assert r.written == 1
+    [row] = store.current("join", "pair")
+    assert row["fact_key"] == "live"
+    assert [(f["fact_key"], f["generation_id"]) for f in store.facts("join")] == \
+        [("live", None), ("gen", "g1")]
+    store.dispose()
+
+
+def test_current_view_when_sqlite_rowids_are_not_sequential(sqlite_url):
+    # With the largest rowid taken SQLite picks new rowids at random, so the batch's facts are
+    # not the rowids after the previous largest: the view rows are then bound from the batch.
+    store = Store(sqlite_url)
+    with store.engine.begin() as conn:
+        conn.execute(S.facts.insert(), [{
+            "id": 2**63 - 1, "pipeline": "join", "fact_key": "top", "kind": "pair",
+            "logical_key": "T", "status": "current", "payload_hash": "h", "payload": "{}",
+            "created_at": "then"}])
+    with store.engine.begin() as conn:
+        r = write_facts(conn, "join", [fact("a1", "L", "current", v=1),
+                                       fact("b1", "M", "current", v=2),
+                                       fact("a2", "L", "retired", v=3)], 1)
+    assert r.written == 3
+    view = {row["logical_key"]: (row["fact_key"], row["payload"])
+            for row in store.current("join", "pair")}
+    assert view == {"L": ("a2", '{"v":3}'), "M": ("b1", '{"v":2}')}
+    store.dispose()

@@ -220,11 +220,95 @@ def _stage_facts(conn: Connection, rows: list[tuple]) -> None:
                          [(i, *r) for i, r in enumerate(rows)])
 
 
+def _literal(value: str | int | None) -> str:
+    """A value that is the same for every row of a batch (pipeline, batch number, generation,
+    timestamp) as an SQL literal, so a SQLite executemany binds only the per-row columns."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"no SQL literal for {type(value).__name__}")
+    if isinstance(value, int):
+        return str(value)
+    if "\x00" in value:
+        raise ValueError("a batch constant with a NUL character")
+    return "'" + value.replace("'", "''") + "'"
+
+
+# The view's columns other than its key, replaced when a newer fact of the key is written.
+_VIEW_SET = ("fact_key = excluded.fact_key, status = excluded.status, "
+             "payload = excluded.payload, batch_seq = excluded.batch_seq")
+_VIEW_INSERT = ("INSERT INTO current_view (pipeline, kind, logical_key, fact_key, status, "
+                "payload, batch_seq)")
+_VIEW_CONFLICT = f"ON CONFLICT (pipeline, kind, logical_key) DO UPDATE SET {_VIEW_SET}"
+
+
+def _superseded_in_batch(facts: list) -> list[int]:
+    """Positions of facts another fact of the same (kind, logical key) follows in the batch:
+    the current view keeps the last one of each key."""
+    last: dict[tuple[str, str], int] = {}
+    superseded: list[int] = []
+    for i, f in enumerate(facts):
+        k = (f.kind, f.logical_key)
+        j = last.get(k)
+        if j is not None:
+            superseded.append(j)
+        last[k] = i
+    return superseded
+
+
+def _last_per_logical_key(facts: list) -> list[int]:
+    """Positions of the last fact of each (kind, logical key), in batch order."""
+    skip = set(_superseded_in_batch(facts))
+    return [i for i in range(len(facts)) if i not in skip]
+
+
+def _sqlite_direct(conn: Connection, pipeline: str, ordered: list, payloads: list[str],
+                   batch_seq: int | None, generation_id: str | None, created: str,
+                   with_view: bool) -> bool:
+    """SQLite: one prepared executemany straight into the facts, binding only the per-row
+    columns (the batch's constants are literals). True when every key was new (the common
+    case): the facts are written and, with `with_view`, the current view too, copied from the
+    fact rows just written (by rowid) rather than bound again from Python. False when some key
+    existed: nothing is written (rolled back to a savepoint) and the staged path decides."""
+    conn.exec_driver_sql("SAVEPOINT facts_direct")
+    before = int(conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM facts").scalar() or 0)
+    consts = ", ".join(_literal(v) for v in (batch_seq, generation_id, created))
+    rows = [(f.fact_key, f.kind, f.logical_key, f.status, f.payload_hash, pj, f.predecessor_key)
+            for f, pj in zip(ordered, payloads, strict=True)]
+    n = conn.exec_driver_sql(
+        f"INSERT INTO facts ({', '.join(_FACT_COLUMNS)}) VALUES ({_literal(pipeline)}, "
+        f"?, ?, ?, ?, ?, ?, ?, {consts}) ON CONFLICT (pipeline, fact_key) DO NOTHING",
+        rows).rowcount
+    if n != len(rows):
+        conn.exec_driver_sql("ROLLBACK TO facts_direct")
+        conn.exec_driver_sql("RELEASE facts_direct")
+        return False
+    conn.exec_driver_sql("RELEASE facts_direct")
+    if with_view:
+        after = conn.exec_driver_sql("SELECT max(id) FROM facts").scalar()
+        if after == before + n:
+            # Each insert took the largest rowid plus one (facts are never deleted), so the
+            # batch's facts are rowids before+1 .. before+n in batch order: one statement
+            # copies them into the view, leaving out those a later fact of its key follows.
+            skip = [before + 1 + i for i in _superseded_in_batch(ordered)]
+            conn.exec_driver_sql(
+                f"{_VIEW_INSERT} SELECT pipeline, kind, logical_key, fact_key, status, payload, "
+                "batch_seq FROM facts WHERE id > ? AND id <= ? AND id NOT IN "
+                f"(SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
+                (before, after, dumps(skip)))
+        else:
+            last = _last_per_logical_key(ordered)
+            _upsert_view(conn, pipeline, batch_seq, [ordered[i] for i in last],
+                         [payloads[i] for i in last])
+    return True
+
+
 def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int | None,
                 generation_id: str | None = None) -> SinkResult:
     """The sink contract: a new key is written; an existing key with the same payload hash is a
     no-op; an existing key with another hash is rejected and recorded as an exception. The
-    current view is derived from the newly written facts in the same transaction.
+    current view is derived in the same transaction from the newly written facts (the last one
+    per logical key; facts written for a generation leave it alone).
 
     Set-based per batch: the facts are staged (COPY on PostgreSQL), one
     `INSERT ... SELECT ... ON CONFLICT DO NOTHING RETURNING fact_key` lets the unique index
@@ -249,55 +333,13 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
             res.noop += 1
     created = now_iso()
     payloads = [f.payload_json or dumps(f.payload) for f in ordered]
-    rows = [(pipeline, f.fact_key, f.kind, f.logical_key, f.status, f.payload_hash, pj,
-             f.predecessor_key, batch_seq, generation_id, created)
-            for f, pj in zip(ordered, payloads, strict=True)]
-    cols = ", ".join(_FACT_COLUMNS)
-    written: set[str] | None = None
-    if conn.dialect.name == "sqlite":
-        # SQLite: one prepared executemany straight into the facts. When every key was new
-        # (the common case) that is the whole story; otherwise the insert is rolled back to
-        # the savepoint and redone through the stage, which names the keys it wrote.
-        conn.exec_driver_sql("SAVEPOINT facts_direct")
-        marks = ", ".join(["?"] * len(_FACT_COLUMNS))
-        n = conn.exec_driver_sql(f"INSERT INTO facts ({cols}) VALUES ({marks}) "
-                                 "ON CONFLICT (pipeline, fact_key) DO NOTHING", rows).rowcount
-        if n == len(rows):
-            conn.exec_driver_sql("RELEASE facts_direct")
-            written = set(seen)
-        else:
-            conn.exec_driver_sql("ROLLBACK TO facts_direct")
-            conn.exec_driver_sql("RELEASE facts_direct")
-    if written is None:
-        _stage_facts(conn, rows)
-        written = {r[0] for r in conn.exec_driver_sql(
-            f"INSERT INTO facts ({cols}) SELECT {cols} FROM {_STAGE} WHERE true ORDER BY ord "
-            "ON CONFLICT (pipeline, fact_key) DO NOTHING RETURNING fact_key")}
-    existing: dict[str, str] = {}
-    if len(written) != len(rows):
-        if conn.dialect.name == "postgresql":
-            # Fresh statistics for the stage so the planner probes the unique index per key.
-            conn.exec_driver_sql(f"ANALYZE {_STAGE}")
-        found: Any = conn.exec_driver_sql(
-            f"SELECT f.fact_key, f.payload_hash FROM {_STAGE} s JOIN facts f "
-            "ON f.pipeline = s.pipeline AND f.fact_key = s.fact_key")
-        for k, h in found:
-            if k not in written:
-                existing[k] = h
-    view: dict[tuple[str, str], dict] = {}
-    for f, pj in zip(ordered, payloads, strict=True):
-        if f.fact_key in written:
-            res.written += 1
-            view[(f.kind, f.logical_key)] = {"pipeline": pipeline, "kind": f.kind,
-                                             "logical_key": f.logical_key,
-                                             "fact_key": f.fact_key, "status": f.status,
-                                             "payload": pj, "batch_seq": batch_seq}
-        elif existing.get(f.fact_key) == f.payload_hash:
-            res.noop += 1
-        else:
-            conflicts.append((f, existing.get(f.fact_key, "")))
-    if view and generation_id is None:
-        _upsert_view(conn, list(view.values()))
+    with_view = generation_id is None
+    if conn.dialect.name == "sqlite" and _sqlite_direct(
+            conn, pipeline, ordered, payloads, batch_seq, generation_id, created, with_view):
+        res.written = len(ordered)
+    else:
+        _write_staged(conn, pipeline, ordered, payloads, batch_seq, generation_id, created,
+                      with_view, res, conflicts)
     if conflicts:
         created = now_iso()
         rows_x = [{"pipeline": pipeline, "fact_key": f.fact_key, "existing_hash": h,
@@ -310,6 +352,57 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
     return res
 
 
+def _write_staged(conn: Connection, pipeline: str, ordered: list, payloads: list[str],
+                  batch_seq: int | None, generation_id: str | None, created: str,
+                  with_view: bool, res: SinkResult, conflicts: list) -> None:
+    """The staged path: PostgreSQL always, SQLite when some key of the batch existed. Counts
+    the written and no-op facts into `res` and appends the conflicting ones to `conflicts`."""
+    rows = [(pipeline, f.fact_key, f.kind, f.logical_key, f.status, f.payload_hash, pj,
+             f.predecessor_key, batch_seq, generation_id, created)
+            for f, pj in zip(ordered, payloads, strict=True)]
+    cols = ", ".join(_FACT_COLUMNS)
+    _stage_facts(conn, rows)
+    insert = (f"INSERT INTO facts ({cols}) SELECT {cols} FROM {_STAGE} WHERE true ORDER BY ord "
+              "ON CONFLICT (pipeline, fact_key) DO NOTHING RETURNING fact_key")
+    written = {r[0] for r in conn.exec_driver_sql(insert)}
+    existing: dict[str, str] = {}
+    if len(written) != len(rows):
+        if conn.dialect.name == "postgresql":
+            # Fresh statistics for the stage so the planner probes the unique index per key.
+            conn.exec_driver_sql(f"ANALYZE {_STAGE}")
+        found: Any = conn.exec_driver_sql(
+            f"SELECT f.fact_key, f.payload_hash FROM {_STAGE} s JOIN facts f "
+            "ON f.pipeline = s.pipeline AND f.fact_key = s.fact_key")
+        for k, h in found:
+            if k not in written:
+                existing[k] = h
+    new: list[int] = []  # stage positions of the facts this batch wrote
+    for i, f in enumerate(ordered):
+        if f.fact_key in written:
+            res.written += 1
+            new.append(i)
+        elif existing.get(f.fact_key) == f.payload_hash:
+            res.noop += 1
+        else:
+            conflicts.append((f, existing.get(f.fact_key, "")))
+    if with_view and new:
+        # The view rows come from the stage (they never cross the wire again): the written
+        # facts, the last per logical key; every other stage row is left out.
+        keep = {new[j] for j in _last_per_logical_key([ordered[i] for i in new])}
+        skip = [i for i in range(len(ordered)) if i not in keep]
+        select = (f"SELECT pipeline, kind, logical_key, fact_key, status, payload, batch_seq "
+                  f"FROM {_STAGE} WHERE true")
+        if not skip:
+            conn.exec_driver_sql(f"{_VIEW_INSERT} {select} {_VIEW_CONFLICT}")
+        elif conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"{_VIEW_INSERT} {select} AND ord NOT IN "
+                                 f"(SELECT unnest(%s::integer[])) {_VIEW_CONFLICT}", (skip,))
+        else:
+            conn.exec_driver_sql(f"{_VIEW_INSERT} {select} AND ord NOT IN "
+                                 f"(SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
+                                 (dumps(skip),))
+
+
 def _sqlite_path(url: str) -> str | None:
     if not url.startswith("sqlite"):
         return None
@@ -317,10 +410,13 @@ def _sqlite_path(url: str) -> str | None:
     return path if path and path != ":memory:" else None
 
 
-def _upsert_view(conn: Connection, rows: list[dict]) -> None:
-    """The current view of a batch in one statement: the last written fact per logical key
-    replaces the row (the rows are already one per key)."""
-    upsert(conn, S.current_view, rows, ["pipeline", "kind", "logical_key"])
+def _upsert_view(conn: Connection, pipeline: str, batch_seq: int | None, facts: list,
+                 payloads: list[str]) -> None:
+    """The current view rows of `facts` (one per logical key) in one statement."""
+    upsert(conn, S.current_view, [
+        {"pipeline": pipeline, "kind": f.kind, "logical_key": f.logical_key,
+         "fact_key": f.fact_key, "status": f.status, "payload": pj, "batch_seq": batch_seq}
+        for f, pj in zip(facts, payloads, strict=True)], ["pipeline", "kind", "logical_key"])
 
 
 class Store:
