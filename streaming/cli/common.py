@@ -50,8 +50,9 @@ max_arrival_jump_option = click.option(
     "--max-arrival-jump", "max_arrival_jump", type=click.FloatRange(min=0), default=60.0,
     show_default=True, envvar="RISKSTREAM_MAX_ARRIVAL_JUMP",
     help="Minutes a record's arrival time may run ahead of its partition's latest arrival "
-         "(when the partition does not follow it) before it is quarantined as "
-         "arrival_time_jump; 0 turns the check off.")
+         "before it is quarantined as arrival_time_jump, unless later records of its "
+         "partition follow it or (for a partition's last record) another partition's "
+         "arrivals confirm it; see docs/sources.md. 0 turns the check off.")
 
 format_option = click.option("--format", "fmt", type=click.Choice(["csv", "json"]),
                              default="csv", show_default=True)
