@@ -15,7 +15,7 @@ import pytest
 from streaming.contracts import PAYMENT, RISK_SIGNAL
 from streaming.sources.nats import NatsSource
 from streaming.sources.nats_follow import NatsFollowSource
-from streaming.sources.records import DEFAULT_MAX_ARRIVAL_JUMP_US
+from streaming.sources.records import DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD
 from streaming.timeutil import parse_utc_us
 from tests.conftest import need_service
 from tests.followutil import NATS_HOST, NATS_PORT, new_stream_url, publish
@@ -130,5 +130,33 @@ def test_newest_far_future_message_at_open(tmp_path, url):
         _publish(tmp_path, url, "b", {("payments", 0): [pay("a7", "m1", 7)]})
         got = _poll_until(src, 2)
         assert [(r.offset, r.fault is not None) for r in got] == [(6, True), (7, False)]
+    finally:
+        src.close()
+
+
+def test_cluster_of_far_future_messages_on_one_subject_is_quarantined(tmp_path, url):
+    """More far-future messages than the look-ahead, on one subject: they claim the future, so
+    their own subject's later records cannot release them; once it goes on in 2026 all are
+    jumps and no clock moved."""
+    _publish(tmp_path, url, "a", {
+        ("payments", 0): [pay(f"a{i}", "m1", i) for i in range(6)],
+        ("payments", 1): [pay(f"b{i}", "m2", i) for i in range(6)],
+        ("risk_signals", 0): [sig(f"s{i}", "m1", i) for i in range(6)]})
+    src = NatsFollowSource(url, TOPICS, FIELDS)
+    p0 = ("payments", 0)
+    n = JUMP_LOOKAHEAD + 4
+    try:
+        assert len(list(src.merged({}))) == 18
+        _publish(tmp_path, url, "b", {p0: [_far_payment(f"pay-far-{i}") for i in range(n)]})
+        time.sleep(1.5)
+        assert src.poll(100, 0.5) == []  # all held: nothing vouches for them
+        assert src.end_offset(p0) == 6
+        _publish(tmp_path, url, "c", {p0: [pay("a7", "m1", 7)]})
+        got = _poll_until(src, n + 1)
+        assert [r.offset for r in got] == list(range(6, 7 + n))
+        assert all(r.fault is not None and r.fault[0] == "arrival_time_jump"
+                   and r.arrival_us == parse_utc_us(at(5)) for r in got[:n])
+        assert got[n].fault is None and got[n].arrival_us == parse_utc_us(at(7))
+        assert all(src.read_at(p0, 6 + i).fault == got[i].fault for i in range(n))
     finally:
         src.close()

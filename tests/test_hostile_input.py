@@ -156,6 +156,33 @@ def test_far_future_payment_as_the_last_line_is_quarantined_and_moves_nothing(
     assert res.metrics["clock"] < "3000" and res.metrics["source_head"] < "3000"
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_far_future_payments_as_the_last_lines_are_quarantined_and_move_nothing(
+        seed_dir, tmp_path, store_url, n):
+    """Several far-future records at the end of one partition do not confirm each other:
+    they claim to arrive in the future, so only another partition could vouch for them."""
+    copy = _copy(seed_dir, tmp_path)
+    first = _append_far_future(copy, "pay-far-future-0")
+    for i in range(1, n):
+        _append_far_future(copy, f"pay-far-future-{i}")
+    res = run_join(str(copy), store_url, end_of_stream=True)
+    ref = f"sqlite:///{tmp_path}/ref.sqlite"
+    run_join(seed_dir[0], ref, end_of_stream=True)
+    assert pair_set(store_url) == pair_set(ref)
+    assert len(pair_set(ref)) > 1000
+    assert _queue(store_url) == _queue(ref)
+    store = Store(store_url)
+    try:
+        q = [r for r in store.quarantine_rows("join") if r["reason"] == "arrival_time_jump"]
+        assert sorted((r["topic"], r["partition"], r["offset"]) for r in q) == [
+            ("payments", 0, first + i) for i in range(n)]
+        assert all("9999-12-31T23:59:00" in r["detail"] for r in q)
+        assert all(r["closes"] for r in store.accounting("join"))
+    finally:
+        store.dispose()
+    assert res.metrics["clock"] < "3000" and res.metrics["source_head"] < "3000"
+
+
 def test_replay_after_the_log_grew_keeps_the_jump_decision(seed_dir, tmp_path, store_url):
     """The far-future last line is quarantined in a batch that commits, the run crashes
     before a checkpoint, and the producer then writes a record that would confirm it: the

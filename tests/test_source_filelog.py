@@ -258,17 +258,75 @@ def test_arrival_jump_as_a_partitions_last_record_is_judged_by_the_other_partiti
     _write(f"{root}/payments/p1.jsonl", _rec(2, 10) + b"\n" + far + b"\n")
     recs = list(FileLog(root, TOPICS).merged({}))
     assert not any(r.fault for r in recs)
-    # A later record of its partition going on from the new time confirms the clock moved.
-    _write(f"{root}/payments/p1.jsonl", _rec(2, 10) + b"\n" + _rec(3, 7300) + b"\n")
-    _write(f"{root}/payments/p0.jsonl", _rec(0, 0) + b"\n" + _rec(1, 30) + b"\n" + far + b"\n"
-           + far + b"\n")
-    recs = list(FileLog(root, TOPICS).merged({}))
-    assert not any(r.fault for r in recs)
     # A source whose only record cannot be compared with anything: it is read as it is.
     only = tmp_path / "only"
     _write(f"{only}/payments/p0.jsonl", far + b"\n")
     _write(f"{only}/risk_signals/p0.jsonl", b"")
     assert [r.fault for r in FileLog(str(only), TOPICS).merged({})] == [None]
+
+
+def _faults(recs) -> dict:
+    return {(r.topic, r.partition, r.offset): r.fault for r in recs if r.fault}
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_far_future_records_at_a_partitions_end_do_not_confirm_each_other(tmp_path, n):
+    root = str(tmp_path)
+    far = orjson.dumps({"id": 9, "arrival_time": "9999-12-31T23:59:00+00:00"})
+    _write(f"{root}/payments/p0.jsonl",
+           _rec(0, 0) + b"\n" + _rec(1, 30) + b"\n" + (far + b"\n") * n)
+    _write(f"{root}/payments/p1.jsonl", _rec(2, 10) + b"\n" + _rec(3, 7300) + b"\n")
+    _write(f"{root}/risk_signals/p0.jsonl", _rec(30, 50) + b"\n")
+    log = FileLog(root, TOPICS)
+    recs = list(log.merged({}))
+    faults = _faults(recs)
+    # Each claims to arrive in the future, so its own partition cannot vouch for it; no other
+    # partition comes near it: all are jumps, merged at the pre-jump arrival.
+    assert set(faults) == {("payments", 0, 2 + i) for i in range(n)}
+    assert all(f[0] == "arrival_time_jump" and "9999-12-31T23:59:00" in f[1]
+               and "nothing confirms it" in f[1] for f in faults.values())
+    arrivals = {(r.topic, r.partition, r.offset): r.arrival_us for r in recs}
+    assert all(arrivals[("payments", 0, 2 + i)] == BASE_US + 30 * US_PER_S for i in range(n))
+    assert max(arrivals.values()) == BASE_US + 7300 * US_PER_S
+    assert log.newest_arrival() == BASE_US + 7300 * US_PER_S
+    # Random access (a journal replay) and the in-memory decoding: the same judgement.
+    assert all(FileLog(root, TOPICS).read_at(("payments", 0), 2 + i).fault
+               == faults[("payments", 0, 2 + i)] for i in range(n))
+    _, _, objs, _ = _whole_file_reader(root, TOPICS)
+    assert {(tp[0], tp[1], off) for tp, os_ in objs.items() for off, o in enumerate(os_)
+            if type(o).__name__ == "SourceFault"} == set(faults)
+    # Followed by a record back in 2026: the same decisions (the partition contradicts them).
+    with open(f"{root}/payments/p0.jsonl", "ab") as fh:
+        fh.write(_rec(4, 60) + b"\n")
+    assert set(_faults(FileLog(root, TOPICS).merged({}))) == set(faults)
+    # Another partition reaching the same far-future time confirms them all.
+    _write(f"{root}/payments/p0.jsonl",
+           _rec(0, 0) + b"\n" + _rec(1, 30) + b"\n" + (far + b"\n") * n)
+    _write(f"{root}/payments/p1.jsonl", _rec(2, 10) + b"\n" + far + b"\n")
+    assert _faults(FileLog(root, TOPICS).merged({})) == {}
+
+
+def test_future_dated_recording_and_resumes_in_the_past_are_read_as_they_are(tmp_path):
+    root = str(tmp_path)
+    future_us = BASE_US + 5 * 365 * 86400 * US_PER_S  # years after any wall clock of the run
+
+    def rec(i, second):
+        return orjson.dumps({"id": i, "arrival_time": us_to_iso(future_us + second * US_PER_S)})
+    # A whole recording from the future whose partitions confirm each other, p0 resuming
+    # after a two-hour quiet spell that p1 shares.
+    _write(f"{root}/payments/p0.jsonl", b"".join(rec(i, 60 * i) + b"\n" for i in range(5))
+           + b"".join(rec(10 + i, 7500 + i) + b"\n" for i in range(20)))
+    _write(f"{root}/payments/p1.jsonl", b"".join(rec(40 + i, 400 * i) + b"\n" for i in range(25)))
+    _write(f"{root}/risk_signals/p0.jsonl", rec(90, 30) + b"\n")
+    log = FileLog(root, TOPICS)
+    assert _faults(log.merged({})) == {}
+    assert log.newest_arrival() == future_us + 9600 * US_PER_S
+    # A partition resuming in the past after 85 minutes of quiet, nothing else moving: read.
+    root2 = str(tmp_path / "past")
+    _write(f"{root2}/payments/p0.jsonl", _rec(0, 0) + b"\n"
+           + b"".join(_rec(1 + i, 5100 + i) + b"\n" for i in range(3)))
+    _write(f"{root2}/risk_signals/p0.jsonl", _rec(30, 10) + b"\n")
+    assert _faults(FileLog(root2, TOPICS).merged({})) == {}
 
 
 # -- through the worker -------------------------------------------------------------------

@@ -31,9 +31,9 @@ from ..timeutil import NEG_INF
 # Shared by every source; re-exported so callers name one module for the file log.
 from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, TP,  # noqa: F401
                       PartitionBuffer, RawRecord, SourceError, SourceFault, arrival_jump,
-                      decode_own, decode_partitions,
-                      jump_fault, merge_by_arrival, partition_frontier, trailing_jump,
-                      wall_clock_us)
+                      arrival_suspect, claims_future,
+                      decode_own, decode_partitions, jump_fault, merge_by_arrival,
+                      partition_frontier, suspect_jump, trailing_jump, wall_clock_us)
 
 MARK_EVERY = 4096  # lines between kept byte positions of a partition file
 READ_AHEAD = 1024  # lines decoded at a time per partition
@@ -87,12 +87,15 @@ def _record_bytes(raw: bytes, offset: int) -> bytes:
 
 class _Reader:
     """A forward position in a partition file: the next line's offset, the running arrival
-    before it, and decoded lines of look-ahead (read to judge an arrival jump)."""
+    before it, and decoded lines of look-ahead (read to judge an arrival jump). A
+    `self_judged` reader judges the partition by its own records only (what it claims,
+    `records.partition_frontier`): far-future suspects are not put to the other partitions."""
 
-    __slots__ = ("fh", "off", "prev", "ahead")
+    __slots__ = ("fh", "off", "prev", "ahead", "self_judged")
 
-    def __init__(self, fh: BinaryIO, off: int, prev: int):
+    def __init__(self, fh: BinaryIO, off: int, prev: int, self_judged: bool = False):
         self.fh, self.off, self.prev = fh, off, prev
+        self.self_judged = self_judged
         self.ahead: deque[tuple[bytes, object, int | None]] = deque()
 
 
@@ -131,27 +134,31 @@ class _Partition:
             self._reader.fh.close()
             self._reader = None
 
-    def tail_arrivals(self) -> tuple[int | None, int | None]:
-        """Own arrival times at the partition's end: the latest among its last JUMP_LOOKAHEAD
-        lines but the last, and the last line's (None where a line has none)."""
+    def tail_arrivals(self) -> list[int]:
+        """Own arrival times of the partition's last JUMP_LOOKAHEAD + 1 lines, in order (lines
+        without one left out)."""
         if self.count == 0:
-            return None, None
+            return []
         start = max(0, self.count - 1 - JUMP_LOOKAHEAD)
         owns = []
         with open(self._file(), "rb") as fh:
             fh.seek(self._byte_start(start))
             for off in range(start, self.count):
-                owns.append(decode_own(_record_bytes(fh.readline(), off), self.arrival_field)[1])
-        before = [o for o in owns[:-1] if o is not None]
-        return (max(before) if before else None), owns[-1]
+                own = decode_own(_record_bytes(fh.readline(), off), self.arrival_field)[1]
+                if own is not None:
+                    owns.append(own)
+        return owns
 
     def frontier(self) -> int:
         """The latest arrival this partition claims (`records.partition_frontier`): read with
-        a reader of its own up to the last line, which is not judged."""
+        a self-judged reader of its own (the other partitions' frontiers judge this one's
+        far-future records) up to the last line, which is not judged."""
         if self.count == 0:
             return NEG_INF
-        r = self._open_at(self.count - 1)
+        r = _Reader(open(self._file(), "rb"), 0, NEG_INF, self_judged=True)
         try:
+            while r.off < self.count - 1:
+                self._next(r)
             if r.ahead:  # read ahead already, to judge its predecessor
                 own = r.ahead[0][2]
             else:
@@ -181,7 +188,7 @@ class _Partition:
     def _next(self, r: _Reader) -> tuple[bytes, object, int, tuple[str, str] | None]:
         """Decode the reader's line: (bytes, object, merge arrival, source fault)."""
         off = r.off
-        if off % MARK_EVERY == 0:
+        if off % MARK_EVERY == 0 and not r.self_judged:
             self.mark_prev.setdefault(off // MARK_EVERY, r.prev)
         field = self.arrival_field
         if r.ahead:
@@ -206,7 +213,12 @@ class _Partition:
                 at = off + 1 + len(r.ahead)
                 nline = _record_bytes(r.fh.readline(), at)
                 r.ahead.append((nline, *decode_own(nline, field)))
-            why = arrival_jump(own, prev, [x[2] for x in r.ahead], jump)
+            later = [x[2] for x in r.ahead]
+            if r.self_judged:
+                why = arrival_jump(own, prev, later, jump)
+            else:
+                why = suspect_jump(own, prev, later, lambda: self.others_frontier(self.tp),
+                                   jump, self.opened_us)
             if why is not None:
                 fault = jump_fault(own, prev, why, field, jump)
         if fault is None and own is not None and own > prev:
@@ -366,27 +378,23 @@ class FileLog:
 
     def _newest_claim(self, bound: int | None) -> int | None:
         """The newest arrival the partitions' ends claim (a metric: how far behind the source
-        a run is), read from their last lines only: a last line that jumps more than the bound
-        past the lines before it into the future counts only when another partition's end
-        reaches within the bound of it, as the arrival-jump rule judges it (docs/sources.md)."""
+        a run is), read from their last lines only: a line that jumps more than the bound past
+        the lines before it into the future counts only when another partition's end reaches
+        within the bound of it, as the arrival-jump rule judges it (docs/sources.md)."""
         tails = {tp: part.tail_arrivals() for tp, part in self._parts.items()}
-        plain: dict[TP, int] = {}
-        suspects: dict[TP, int] = {}
-        for tp, (before, last) in tails.items():
-            if last is not None and (bound is None or (before is not None
-                                                         and last - before <= bound)):
-                plain[tp] = last if before is None else max(before, last)
-            else:
-                if before is not None:
-                    plain[tp] = before
-                if last is not None:
-                    suspects[tp] = last
-        heads = list(plain.values())
-        for tp, last in suspects.items():
-            assert bound is not None  # without a bound nothing is a suspect
-            ref = max([a for q, a in plain.items() if q != tp] + [plain.get(tp, NEG_INF)])
-            if ref <= NEG_INF or last - ref <= bound or last - self.opened_us <= bound:
-                heads.append(last)
+        heads: list[int] = []
+        for tp, owns in tails.items():
+            others = max((max(o) for q, o in tails.items() if q != tp and o), default=NEG_INF)
+            prev = NEG_INF
+            for own in owns:
+                if (bound is not None and arrival_suspect(own, prev, bound)
+                        and claims_future(own, self.opened_us, bound)):
+                    ref = max(prev, others)
+                    if ref > NEG_INF and own - ref > bound:
+                        continue  # judged a jump: it claims nothing
+                prev = max(prev, own)
+            if prev > NEG_INF:
+                heads.append(prev)
         return max(heads) if heads else None
 
     def _others_frontier(self, tp: TP) -> int:

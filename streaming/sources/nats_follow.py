@@ -244,10 +244,12 @@ class NatsFollowSource(NatsSource):
 
     def _judge_held(self, tp: TP) -> list[RawRecord]:
         """Release the held records of tp that can be judged now, in order: the first one is a
-        jump once a later record of the subject arrives more than the bound earlier, and is
-        read as it is once JUMP_LOOKAHEAD later records go on from its time or another subject
-        arrives within the bound of it (the rule of a recording's records, applied as the
-        evidence is delivered). Until then it holds back everything after it."""
+        jump once a later record of the subject arrives more than the bound earlier (one of
+        the next JUMP_LOOKAHEAD unless it claims the future), and is read as it is once the
+        next JUMP_LOOKAHEAD go on from its time (unless it claims the future), or another
+        subject, or the wall clock, reaches within the bound of it (the rule of a recording's
+        records, `records.suspect_jump`, applied as the evidence is delivered). Until then it
+        holds back everything after it."""
         held = self._held[tp]
         bound = self.max_arrival_jump_us
         field_name = self._arrival_field.get(tp[0], "arrival_time")
@@ -262,10 +264,16 @@ class NatsFollowSource(NatsSource):
                 why = arrival_jump(own, prev, later, bound)
                 if why is not None:
                     fault = jump_fault(own, prev, why, field_name, bound)
-                elif (len(later) < JUMP_LOOKAHEAD
-                      and trailing_jump(own, prev, self._others_frontier(tp), bound,
-                                        wall_clock_us())):
-                    break  # nothing confirms it yet
+                elif trailing_jump(own, prev, self._others_frontier(tp), bound,
+                                   wall_clock_us()):
+                    # It claims the future and no other subject confirms it: its own
+                    # subject's later records cannot (a cluster would confirm itself), but
+                    # any of them arriving earlier again contradicts it.
+                    why = arrival_jump(own, prev, [h[4] for h in itertools.islice(held, 1, None)],
+                                       bound)
+                    if why is None:
+                        break
+                    fault = jump_fault(own, prev, why, field_name, bound)
             out.append(self._append(tp, held.popleft(), fault))
         if not held:
             del self._held[tp]

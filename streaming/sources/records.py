@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import orjson
@@ -80,6 +80,29 @@ def arrival_jump(own: int | None, prev: int, next_owns: list[int | None],
     return None
 
 
+def claims_future(own: int, now_us: int, max_jump_us: int) -> bool:
+    """An arrival more than the bound after `now_us` (when the source is read or polled):
+    nothing arrives before it is read, so only the other partitions can vouch for it."""
+    return own - now_us > max_jump_us
+
+
+def suspect_jump(own: int | None, prev: int, next_owns: list[int | None],
+                 others: Callable[[], int], max_jump_us: int | None, now_us: int
+                 ) -> str | None:
+    """Why a record that later records of its partition follow is a producer clock fault, or
+    None: a suspect its partition does not follow (`arrival_jump`); or a suspect that claims
+    to arrive in the future, which its own partition's later records cannot confirm (a
+    cluster of far-future records would confirm itself), judged like a partition's last
+    record (`trailing_jump`; `others` gives the other partitions' frontier)."""
+    why = arrival_jump(own, prev, next_owns, max_jump_us)
+    if why is not None or not arrival_suspect(own, prev, max_jump_us):
+        return why
+    assert own is not None and max_jump_us is not None
+    if not claims_future(own, now_us, max_jump_us):
+        return None
+    return trailing_jump(own, prev, others(), max_jump_us, now_us)
+
+
 def partition_frontier(prev: int, last_own: int | None) -> int:
     """The latest arrival a partition claims, given the merge arrival `prev` before its last
     record and that record's own arrival: its records the partition itself contradicts
@@ -106,7 +129,7 @@ def trailing_jump(own: int | None, prev: int, others: int, max_jump_us: int | No
     if not arrival_suspect(own, prev, max_jump_us):
         return None
     assert own is not None and max_jump_us is not None
-    if own - now_us <= max_jump_us:
+    if not claims_future(own, now_us, max_jump_us):
         return None
     ref = max(prev, others)
     if ref <= NEG_INF or own - ref <= max_jump_us:
@@ -125,17 +148,27 @@ def jump_fault(own: int, prev: int, why: str, arrival_field: str,
             f"the partition ({since}) and {why}; it moves no clock")
 
 
-def _decode_one_partition(lines: list[bytes], arrival_field: str, max_jump_us: int | None
-                          ) -> tuple[list[object], list[int], int | None]:
-    """One partition judged by itself: objects, merge arrivals, and the own arrival of its
-    last record when that is a suspect only the other partitions can judge (merged, until
-    then, at its predecessor's arrival)."""
+def _decode_one_partition(lines: list[bytes], arrival_field: str, max_jump_us: int | None,
+                          now_us: int, others: int | None = None
+                          ) -> tuple[list[object], list[int], int | None, bool]:
+    """One partition: objects, merge arrivals, and the own arrival of its last record when
+    that is a suspect only the other partitions can judge (merged, until then, at its
+    predecessor's arrival), and whether a suspect claims the future (`claims_future`, `now_us`
+    when the source is read). With `others` (the other partitions' frontier) such suspects
+    are judged by them (`suspect_jump`); without it the partition is judged by itself (what it
+    claims, `partition_frontier`)."""
     decoded = [decode_own(line, arrival_field) for line in lines]
     arrivals: list[int] = []
     objs: list[object] = []
     prev = NEG_INF
     trailing = None
+    future = False
     last = len(decoded) - 1
+
+    def others_frontier() -> int:
+        assert others is not None  # asked only when the other partitions judge
+        return others
+
     for i, (obj, own) in enumerate(decoded):
         if i == last and arrival_suspect(own, prev, max_jump_us):
             trailing = own
@@ -143,7 +176,14 @@ def _decode_one_partition(lines: list[bytes], arrival_field: str, max_jump_us: i
             arrivals.append(prev)
             break
         nxt = [o for _, o in decoded[i + 1:i + 1 + JUMP_LOOKAHEAD]]
-        why = arrival_jump(own, prev, nxt, max_jump_us)
+        if others is None:
+            why = arrival_jump(own, prev, nxt, max_jump_us)
+            if (why is None and own is not None and max_jump_us is not None
+                    and arrival_suspect(own, prev, max_jump_us)
+                    and claims_future(own, now_us, max_jump_us)):
+                future = True
+        else:
+            why = suspect_jump(own, prev, nxt, others_frontier, max_jump_us, now_us)
         if why is not None:
             # a jump is only found between two known arrival times under a set bound
             assert own is not None and max_jump_us is not None
@@ -153,7 +193,7 @@ def _decode_one_partition(lines: list[bytes], arrival_field: str, max_jump_us: i
             if own is not None and own > prev:
                 prev = own
         arrivals.append(prev)
-    return objs, arrivals, trailing
+    return objs, arrivals, trailing, future
 
 
 def decode_partitions(lines: dict[TP, list[bytes]], arrival_fields: dict[str, str],
@@ -174,16 +214,29 @@ def decode_partitions(lines: dict[TP, list[bytes]], arrival_fields: dict[str, st
     objs: dict[TP, list[object]] = {}
     arrivals: dict[TP, list[int]] = {}
     pending: dict[TP, int] = {}
+    future: list[TP] = []  # partitions with a far-future suspect they do not contradict
     for tp, part_lines in lines.items():
-        o, a, trailing = _decode_one_partition(
-            part_lines, arrival_fields.get(tp[0], "arrival_time"), max_jump_us)
+        o, a, trailing, fut = _decode_one_partition(
+            part_lines, arrival_fields.get(tp[0], "arrival_time"), max_jump_us, now)
         objs[tp], arrivals[tp] = o, a
         if trailing is not None:
             pending[tp] = trailing
-    # Frontiers before any trailing record is judged, so the decisions do not depend on the
-    # order partitions are visited in.
+        if fut:
+            future.append(tp)
+    # Frontiers (each partition judged by itself) before any record is judged by the others,
+    # so the decisions do not depend on the order partitions are visited in.
     frontiers = {tp: partition_frontier(a[-1] if a else NEG_INF, pending.get(tp))
                  for tp, a in arrivals.items()}
+    for tp in future:
+        # Decoded again, the other partitions judging its far-future suspects
+        # (`suspect_jump`): its own later records cannot confirm them.
+        others = max((f for q, f in frontiers.items() if q != tp), default=NEG_INF)
+        o, a, trailing, _ = _decode_one_partition(
+            lines[tp], arrival_fields.get(tp[0], "arrival_time"), max_jump_us, now, others)
+        objs[tp], arrivals[tp] = o, a
+        pending.pop(tp, None)
+        if trailing is not None:
+            pending[tp] = trailing
     held: dict[TP, int] = {}
     for tp, own in pending.items():
         prev = arrivals[tp][-1]
