@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 
 from sqlalchemy import func, select
 
@@ -21,6 +22,17 @@ ENV = {"RISKSTREAM_REPAIR_KEY": "follow-test-key"}
 
 def new_stream_url(tag: str = "follow") -> str:
     return f"nats://{NATS_HOST}:{NATS_PORT}?stream=rs_{tag}_{uuid.uuid4().hex[:10]}"
+
+
+def throwaway_stream(tag: str) -> Iterator[str]:
+    """A fresh JetStream stream URL for one test, deleted afterwards (a fixture body: `yield
+    from throwaway_stream(tag)`); NATS must be up (fails in CI, skips elsewhere)."""
+    from streaming.sources.nats_publish import delete_stream
+    from tests.conftest import need_service
+    need_service("NATS", NATS_HOST, NATS_PORT)
+    url = new_stream_url(tag)
+    yield url
+    delete_stream(url)
 
 
 def split_recording(src: str, first: str, second: str, fraction: float) -> tuple[int, int]:

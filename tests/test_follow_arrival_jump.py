@@ -17,8 +17,7 @@ from streaming.sources.nats import NatsSource
 from streaming.sources.nats_follow import NatsFollowSource
 from streaming.sources.records import DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD
 from streaming.timeutil import parse_utc_us
-from tests.conftest import need_service
-from tests.followutil import NATS_HOST, NATS_PORT, new_stream_url, publish
+from tests.followutil import publish, throwaway_stream
 from tests.joinutil import at, pay, sig, write_log
 
 pytestmark = pytest.mark.nats
@@ -31,11 +30,7 @@ FAR = "9999-12-31T23:59:00Z"
 
 @pytest.fixture
 def url():
-    need_service("NATS", NATS_HOST, NATS_PORT)
-    from streaming.sources.nats_publish import delete_stream
-    u = new_stream_url("jump")
-    yield u
-    delete_stream(u)
+    yield from throwaway_stream("jump")
 
 
 def _publish(tmp_path, url, name: str, parts: dict) -> None:

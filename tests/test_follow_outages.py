@@ -14,7 +14,8 @@ import pytest
 
 from streaming.store.ops import Store
 from tests.conftest import need_service
-from tests.followutil import (NATS_HOST, NATS_PORT, consumed, new_stream_url, publish,
+from tests.followutil import (NATS_HOST, NATS_PORT, consumed, publish,
+                              throwaway_stream,
                               recording_positions, split_recording, start_follow, stop,
                               wait_consumed)
 from riskstream_tools.benchmarks.private_pg import PrivatePostgres
@@ -33,11 +34,7 @@ def private_pg():
 
 @pytest.fixture
 def stream_url():
-    need_service("NATS", NATS_HOST, NATS_PORT)
-    from streaming.sources.nats_publish import delete_stream
-    url = new_stream_url("outage")
-    yield url
-    delete_stream(url)
+    yield from throwaway_stream("outage")
 
 
 def bulk(tmp_path, events: int) -> str:
