@@ -203,8 +203,10 @@ class _Partition:
         if jump is None or own is None or (prev > NEG_INF and own - prev <= jump):
             pass
         elif off == self.count - 1:
-            # Nothing follows it: the other partitions judge it.
-            why = trailing_jump(own, prev, self.others_frontier(self.tp), jump, self.opened_us)
+            # Nothing follows it: the other partitions judge it, when it claims the future
+            # (the frontiers read every other partition once; a past arrival needs none).
+            why = (trailing_jump(own, prev, self.others_frontier(self.tp), jump, self.opened_us)
+                   if claims_future(own, self.opened_us, jump) else None)
             if why is not None:
                 fault = jump_fault(own, prev, why, field, jump)
         else:
