@@ -241,6 +241,7 @@ def launch_from_launchpad(page, base: str, config: str, shot: Path | None = None
                           ) -> tuple[str, float]:
     """Open the job's launchpad, put `config` in its editor, click Launch Run: the run id and
     the moment of the click (time.monotonic), from which the operator's wait is measured."""
+    from playwright.sync_api import expect
     page.goto(f"{base}/locations/riskstream/jobs/rebuild_interval/playground")
     page.locator(".CodeMirror").first.wait_for()
     dismiss_welcome(page)
@@ -249,8 +250,12 @@ def launch_from_launchpad(page, base: str, config: str, shot: Path | None = None
                   config)
     if shot:
         page.screenshot(path=str(shot))
+    # The launchpad keeps Launch Run disabled while it checks the config it was just given
+    # (about 1 s); the operator's wait starts when the button can be clicked.
+    button = page.get_by_role("button", name="Launch Run")
+    expect(button).to_be_enabled()
     clicked = time.monotonic()
-    page.get_by_role("button", name="Launch Run").click()
+    button.click()
     page.wait_for_url("**/runs/**")
     return page.url.rstrip("/").split("/runs/")[1].split("?")[0].split("/")[0], clicked
 
