@@ -5,6 +5,7 @@ the edges (contracts in, facts out)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import overload
 
@@ -31,7 +32,30 @@ class TimeFormatError(ValueError):
 def parse_utc_us(value: object) -> int:
     """Parse a timezone-aware ISO-8601 string into UTC microseconds.
 
-    A naive time is rejected: guessing the zone of a payment is how ledgers drift by an hour."""
+    A naive time is rejected: guessing the zone of a payment is how ledgers drift by an hour.
+
+    Hot path (every source line's arrival time): the canonical spelling
+    `YYYY-MM-DDTHH:MM:SS[.ffffff]Z` is read from cached parts, the day by a per-day cache that
+    only the full parser fills, so a day is known only once the full parser accepted it; any
+    other spelling, and every cache miss, goes through the full parser (`_parse_full`), which
+    gives the same value and the same errors."""
+    if type(value) is str:
+        day = _DAY_US.get(value[:11])  # "YYYY-MM-DDT", a day the full parser accepted
+        if day is not None:
+            hm = _HM_US.get(value[11:17])  # "HH:MM:"
+            sec = _SEC_US.get(value[17:19])
+            if hm is not None and sec is not None:
+                tail = value[19:]
+                if tail == "Z":
+                    return day + hm + sec
+                if (len(tail) == 8 and tail[0] == "." and tail[7] == "Z" and tail.isascii()
+                        and tail[1:7].isdigit()):
+                    return day + hm + sec + int(tail[1:7])
+    return _parse_full(value)
+
+
+def _parse_full(value: object) -> int:
+    """The full parser behind `parse_utc_us`; it also learns the day of a canonical string."""
     if not isinstance(value, str):
         raise TimeFormatError("unparseable_time", value)
     try:
@@ -41,7 +65,23 @@ def parse_utc_us(value: object) -> int:
     if dt.tzinfo is None or dt.utcoffset() is None:
         raise TimeFormatError("naive_time", value)
     delta = dt - _EPOCH
-    return (delta.days * 86400 + delta.seconds) * US_PER_S + delta.microseconds
+    us = (delta.days * 86400 + delta.seconds) * US_PER_S + delta.microseconds
+    if len(_DAY_US) < _DAY_US_MAX and _CANONICAL_UTC.fullmatch(value):
+        # The full parser accepted this canonical spelling: its day is valid and its UTC
+        # midnight is the value less the time of day.
+        _DAY_US[value[:11]] = us - (delta.seconds * US_PER_S + delta.microseconds)
+    return us
+
+
+# The canonical UTC spelling the fast path reads (ASCII digits only: `\d` would take others).
+_CANONICAL_UTC = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
+                            r"(?:\.[0-9]{6})?Z")
+# "YYYY-MM-DDT" -> µs of that day's UTC midnight; bounded like `_DAY_CACHE` (a day is ~80 B).
+_DAY_US: dict[str, int] = {}
+_DAY_US_MAX = 100_000
+# Every valid "HH:MM:" and "SS" (no leap second: the full parser refuses `:60`).
+_HM_US = {f"{h:02d}:{m:02d}:": (h * 60 + m) * US_PER_MIN for h in range(24) for m in range(60)}
+_SEC_US = {f"{s:02d}": s * US_PER_S for s in range(60)}
 
 
 def us_to_dt(us: int) -> datetime:
