@@ -24,6 +24,7 @@ import os
 import re
 from array import array
 from collections import deque
+from itertools import islice
 from typing import Any, BinaryIO
 from collections.abc import Callable, Iterator
 
@@ -32,7 +33,7 @@ from ..timeutil import NEG_INF
 from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, TP,  # noqa: F401
                       PartitionBuffer, RawRecord, SourceError, SourceFault, arrival_jump,
                       arrival_suspect, claims_future,
-                      decode_own, decode_partitions, jump_fault, merge_by_arrival,
+                      decode_lines, decode_own, decode_partitions, jump_fault, merge_by_arrival,
                       partition_frontier, suspect_jump, trailing_jump, wall_clock_us)
 
 MARK_EVERY = 4096  # lines between kept byte positions of a partition file
@@ -77,12 +78,18 @@ def _scan_lines(path: str) -> tuple[int, array]:
 
 def _record_bytes(raw: bytes, offset: int) -> bytes:
     """A line as read (with its newline) -> the record's bytes."""
-    line = raw[:-1]
-    if line.endswith(b"\r"):
-        line = line[:-1]
-    if offset == 0 and line.startswith(_BOM):
-        line = line[len(_BOM):]
-    return line
+    return _record_lines([raw], offset)[0]
+
+
+def _record_lines(raws: list[bytes], offset: int) -> list[bytes]:
+    """Lines as read (with their newlines), the first at `offset` -> the records' bytes."""
+    lines = [raw[:-1] for raw in raws]
+    for i, line in enumerate(lines):
+        if line.endswith(b"\r"):
+            lines[i] = line[:-1]
+    if offset == 0 and lines and lines[0].startswith(_BOM):
+        lines[0] = lines[0][len(_BOM):]
+    return lines
 
 
 class _Reader:
@@ -230,17 +237,45 @@ class _Partition:
         return line, obj, prev, fault
 
     def _fill(self) -> None:
-        """Decode the next READ_AHEAD lines (at most up to the counted end) into the window."""
+        """Decode the next READ_AHEAD lines (at most up to the counted end) into the window.
+
+        In bulk: the lines not read ahead yet are read and decoded as one block into the
+        reader's look-ahead; a record whose arrival its partition vouches for (no arrival, or
+        within the bound of the partition's latest) is taken from there as it is, and only a
+        suspect goes through `_next`, which reads further ahead to judge it."""
         r = self._reader
-        assert r is not None  # peek() opens the reader before it fills the window
+        assert r is not None and not r.self_judged  # peek() opens the reader before it fills
         topic, part = self.tp
-        end = min(self.count, r.off + READ_AHEAD)
+        off = r.off
+        end = min(self.count, off + READ_AHEAD)
+        ahead = r.ahead
+        need = end - off - len(ahead)
+        if need > 0:
+            at = off + len(ahead)
+            ahead.extend(decode_lines(_record_lines(list(islice(r.fh, need)), at),
+                                      self.arrival_field))
         win = self.win
-        nxt = self._next
-        while r.off < end:
-            off = r.off
-            line, obj, arr, fault = nxt(r)
-            win.append(RawRecord(topic, part, off, line, obj, arr, fault))
+        add = win.append
+        pop = ahead.popleft
+        jump = self.max_jump_us
+        prev = r.prev
+        mark_prev = self.mark_prev
+        while off < end:
+            if off % MARK_EVERY == 0:
+                mark_prev.setdefault(off // MARK_EVERY, prev)
+            own = ahead[0][2]
+            # `arrival_suspect`, inline, as in `_next`: it is asked of every record.
+            if jump is None or own is None or (prev > NEG_INF and own - prev <= jump):
+                line, obj, _ = pop()
+                if own is not None and own > prev:
+                    prev = own
+                add(RawRecord(topic, part, off, line, obj, prev))
+            else:
+                r.off, r.prev = off, prev
+                line, obj, prev, fault = self._next(r)
+                add(RawRecord(topic, part, off, line, obj, prev, fault))
+            off += 1
+        r.off, r.prev = off, prev
 
     def peek(self, off: int) -> RawRecord | None:
         """The record at `off` (None past the end), leaving the window in place when it can."""
@@ -449,20 +484,22 @@ class FileLog:
         """All records from `positions` on, merged by (arrival, topic, partition, offset);
         each partition stays in offset order."""
         parts = self._parts
-        heap: list[tuple[int, str, int, int]] = []
+        # (arrival, topic, partition, offset, its _Partition): the first four are unique, so
+        # the partition object only rides along and is never compared or looked up again.
+        heap: list[tuple[int, str, int, int, _Partition]] = []
         for tp in self.tps():
             off = positions.get(tp, 0)
-            rec = parts[tp].peek(off)
+            p = parts[tp]
+            rec = p.peek(off)
             if rec is not None:
-                heap.append((rec.arrival_us, tp[0], tp[1], off))
+                heap.append((rec.arrival_us, tp[0], tp[1], off, p))
         heapq.heapify(heap)
         while heap:
-            _, topic, part, off = heap[0]
-            p = parts[(topic, part)]
+            _, topic, part, off, p = heap[0]
             rec = p.take(off)
             nxt = p.peek(off + 1)
             if nxt is not None:
-                heapq.heapreplace(heap, (nxt.arrival_us, topic, part, off + 1))
+                heapq.heapreplace(heap, (nxt.arrival_us, topic, part, off + 1, p))
             else:
                 heapq.heappop(heap)
             yield rec
