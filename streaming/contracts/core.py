@@ -31,7 +31,8 @@ CLOCK_FAULT_US = 5 * US_PER_MIN
 
 SUPPORTED_SCHEMA_VERSIONS = B.SUPPORTED_SCHEMA_VERSIONS
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_UTC = timezone.utc
+_EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
 _ONE_US = timedelta(microseconds=1)
 _DETAIL_MAX = 200
 _FORBIDDEN = B.FORBIDDEN_ID_CHAR
@@ -218,14 +219,6 @@ def validate(contract: Contract, obj: object, partition: int, offset: int, size:
     return rec
 
 
-def _canonical_instant(dt: datetime, us: int) -> str:
-    """The one spelling of an instant: UTC, `Z`, microseconds only when non-zero (formatted
-    by msgspec in C; `datetime.isoformat` costs several times more)."""
-    if dt.tzinfo is not timezone.utc:  # the decoder's zone for Z and +00:00
-        dt = _EPOCH + timedelta(microseconds=us)
-    return _encode(dt)[1:-1].decode()
-
-
 def _record(c: Contract, s: msgspec.Struct, partition: int, offset: int,
             size: int) -> Record | None:
     """The Record of a struct the decoder accepted; None when an ID has a character outside
@@ -246,7 +239,12 @@ def _record(c: Contract, s: msgspec.Struct, partition: int, offset: int,
             return None
         times[name] = us
         if in_payload:
-            payload[name] = _canonical_instant(v, us)
+            # The one spelling of an instant: UTC, `Z`, microseconds only when non-zero,
+            # formatted by msgspec in C (`datetime.isoformat` costs several times more). The
+            # decoder gives Z and +00:00 the UTC zone; any other offset is moved to UTC first.
+            if v.tzinfo is not _UTC:
+                v = _EPOCH + timedelta(microseconds=us)
+            payload[name] = _encode(v)[1:-1].decode()
     # Both time fields are required by every contract's struct: never None here.
     event_us = cast(int, times[c.event_time_field])
     arrival_us = cast(int, times[c.arrival_time_field])
