@@ -497,7 +497,10 @@ class FileLog:
         while heap:
             _, topic, part, off, p = heap[0]
             rec = p.take(off)
-            nxt = p.peek(off + 1)
+            # take() leaves its record first in the window: the next one, when the window
+            # holds it, is second (no peek call for it).
+            win = p.win
+            nxt = win[1] if len(win) > 1 else p.peek(off + 1)
             if nxt is not None:
                 heapq.heapreplace(heap, (nxt.arrival_us, topic, part, off + 1, p))
             else:
