@@ -8,8 +8,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-
+import msgspec
 import orjson
 
 from ..timeutil import NEG_INF, US_PER_HOUR, TimeFormatError, parse_utc_us, us_to_iso
@@ -28,8 +27,10 @@ class SourceError(RuntimeError):
     pass
 
 
-@dataclass(slots=True)
-class RawRecord:
+class RawRecord(msgspec.Struct):
+    """One record as a source read it. (A C struct: one is built per record on the hot path,
+    and its constructor costs less than half a slotted dataclass's.)"""
+
     topic: str
     partition: int
     offset: int
