@@ -172,3 +172,63 @@ def test_current_view_when_sqlite_rowids_are_not_sequential(sqlite_url):
             for row in store.current("join", "pair")}
     assert view == {"L": ("a2", '{"v":3}'), "M": ("b1", '{"v":2}')}
     store.dispose()
+
+
+def _checkpoint_row(seq: int) -> dict:
+    return {"pipeline": "join", "journal_seq": seq, "serializer": "s", "state_schema": "x",
+            "meta": "{}", "state": b"", "size_bytes": 0, "duration_ms": 0, "created_at": "now"}
+
+
+def test_checkpoint_statistics_keep_the_read_back_on_the_unique_index(pg_url):
+    # The checkpoint analyses the key columns only; on a filled store the read-back of
+    # existing hashes must still probe the unique index, not scan every fact.
+    from streaming.store.ops import READ_BACK, _stage_facts
+    store = Store(pg_url)
+    try:
+        with store.engine.begin() as conn:  # only the checkpoint's ANALYZE, never the daemon's
+            for t in ("facts", "current_view"):
+                conn.exec_driver_sql(f"ALTER TABLE {t} SET (autovacuum_enabled = false)")
+        for b in range(4):
+            with store.engine.begin() as conn:
+                write_facts(conn, "join", [fact(f"k{b}-{i}", f"L{i}", "current", v=i, b=b)
+                                           for i in range(5000)], b + 1)
+        store.write_checkpoint(_checkpoint_row(4))
+        with store.engine.connect() as conn:
+            analysed = {(r[0], r[1]) for r in conn.exec_driver_sql(
+                "SELECT tablename, attname FROM pg_stats WHERE tablename IN "
+                "('facts', 'current_view')")}
+            sizes = dict(conn.exec_driver_sql(
+                "SELECT relname, reltuples FROM pg_class WHERE relname IN "
+                "('facts', 'current_view')").all())
+        assert {("facts", "pipeline"), ("facts", "fact_key"), ("facts", "logical_key"),
+                ("current_view", "logical_key")} <= analysed
+        assert ("facts", "payload") not in analysed
+        assert sizes == {"facts": 20000, "current_view": 5000}
+        with store.engine.begin() as conn:
+            again = [("join", f"k1-{i}", "pair", f"L{i}", "current", "h", "{}", None, 9, None,
+                      "now") for i in range(100)]
+            _stage_facts(conn, again)
+            conn.exec_driver_sql("ANALYZE fact_stage")  # as the sink does before reading back
+            plan = " ".join(r[0] for r in conn.exec_driver_sql(f"EXPLAIN {READ_BACK}"))
+        assert "uq_facts_key" in plan and "Seq Scan on facts" not in plan
+    finally:
+        store.dispose()
+
+
+def test_batch_work_mem_is_local_to_the_batch_transaction(pg_url):
+    from streaming.store.ops import BATCH_WORK_MEM
+    store = Store(pg_url)
+    try:
+        with store.engine.connect() as conn:
+            server = conn.exec_driver_sql("SHOW work_mem").scalar()
+            conn.commit()
+            assert server != BATCH_WORK_MEM  # else the test could not tell them apart
+            with conn.begin():
+                r = write_facts(conn, "join", [fact("k1", "L1", "current", v=1)], 1)
+                inside = conn.exec_driver_sql("SHOW work_mem").scalar()
+            after = conn.exec_driver_sql("SHOW work_mem").scalar()
+            conn.commit()
+        assert r.written == 1
+        assert (inside, after) == (BATCH_WORK_MEM, server)
+    finally:
+        store.dispose()
