@@ -451,7 +451,6 @@ class IntervalJoin:
     def on_record(self, rec: Record, out: Emit) -> None:
         side = self._sides[rec.topic]
         self.on_event(side, self._other[rec.topic], rec, out)
-        self._track_peak(rec.key)
 
     def on_event(self, side: Side, other: Side, rec: Record, out: Emit) -> None:
         """One record of `side`: duplicate/stale/conflict, correction, late proof, or insert."""
@@ -488,6 +487,7 @@ class IntervalJoin:
                 if p.outcome == "provisional":
                     self._outcome(p, "retracted", out)
         self._evict_if_beyond_horizon(side, other, e, out)
+        self._track_peak(e.key)
 
     # ------------------------------------------------------------------ corrections
     def _correct(self, side: Side, other: Side, rec: Record, known: list[Any],
@@ -552,6 +552,7 @@ class IntervalJoin:
             elif not p.matches and p.outcome != "provisional":
                 self._outcome(p, "provisional", out)
         self._evict_if_beyond_horizon(side, other, new, out)
+        self._track_peak(new.key)
 
     def _place(self, side: Side, e: Entry) -> None:
         """Insert an entry into its side's state, eviction heap and (opt-in) TTL heap."""
@@ -575,9 +576,16 @@ class IntervalJoin:
             other = self._other[topic]
             bound = POS_INF if wm >= POS_INF else wm - other.upper
             heap = other.heap
-            while heap and heap[0][0] < bound:
-                _, key = heapq.heappop(heap)
-                self._evict(other, key, bound, out)
+            if heap and heap[0][0] < bound:
+                # The heap holds one (time, key) per entry placed; the first pop of a key
+                # evicts all of its entries below the bound, so its later pops are skipped.
+                done = set()
+                pop = heapq.heappop
+                while heap and heap[0][0] < bound:
+                    key = pop(heap)[1]
+                    if key not in done:
+                        done.add(key)
+                        self._evict(other, key, bound, out)
         self._maybe_prune_identities()
 
     def _maybe_prune_identities(self) -> None:
@@ -594,29 +602,29 @@ class IntervalJoin:
         outcome becomes final when it leaves state."""
         evicted = side.state.pop_before(key, bound, _size_of)
         if evicted:
-            for e in evicted:
-                self._finalize(side, e, out)
+            self._finalize(side, key, evicted, out)
             self._maybe_drop_key(key)
 
-    def _finalize(self, side: Side, e: Entry, out: Emit) -> None:
-        """`e` left state; the caller then offers its key to `_maybe_drop_key` (once per
-        eviction step: the maxima fold the same whether a key drops after each entry or
-        after all of them)."""
-        side.live.pop(e.id, None)
-        ident = side.ids.get(e.id)
-        if ident is not None and ident[REV] == e.rev:
-            # The identity left live state: a candidate for forgetting from now on.
-            ident[ID_WHERE] = EVICTED
-            side.ids.may_forget(e.id, ident[ID_T])
-        prev = side.evicted_max.get(e.key)
+    def _finalize(self, side: Side, key: str, gone: list[Entry], out: Emit) -> None:
+        """`gone`, entries of `key` oldest first, left state; the caller then offers the key to
+        `_maybe_drop_key` (once per eviction step: the maxima fold the same whether a key drops
+        after each entry or after all of them)."""
+        live = side.live
+        for e in gone:
+            live.pop(e.id, None)
+        # Their identities left live state: candidates for forgetting from now on.
+        side.ids.left_state([(e.id, e.rev) for e in gone], EVICTED)
+        prev = side.evicted_max.get(key)
         if prev is None:
             prev = self._fallback(side)
-        side.evicted_max[e.key] = max(prev, e.t)
+        last = gone[-1].t
+        side.evicted_max[key] = last if last > prev else prev
         if side.is_payment:
-            self.counters["evicted_payments"] += 1
-            self._outcome(e, "final", out)
+            self.counters["evicted_payments"] += len(gone)
+            for e in gone:
+                self._outcome(e, "final", out)
         else:
-            self.counters["evicted_signals"] += 1
+            self.counters["evicted_signals"] += len(gone)
 
     def _maybe_drop_key(self, key: str) -> None:
         # A key with both sides empty gives up its entry to bound memory; its maxima fold into
@@ -640,7 +648,7 @@ class IntervalJoin:
             if e is not None and e.seq == seq:
                 side.state.remove(e.key, e.t, e.seq, e.size)
                 self.counters["ttl_evictions"] += 1
-                self._finalize(side, e, out)
+                self._finalize(side, e.key, [e], out)
                 self._maybe_drop_key(e.key)
 
     def on_end_of_stream(self, out: Emit) -> None:
