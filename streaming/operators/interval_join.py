@@ -449,11 +449,9 @@ class IntervalJoin:
 
     # ------------------------------------------------------------------ records
     def on_record(self, rec: Record, out: Emit) -> None:
+        """One record: duplicate/stale/conflict, correction, late proof, or insert."""
         side = self._sides[rec.topic]
-        self.on_event(side, self._other[rec.topic], rec, out)
-
-    def on_event(self, side: Side, other: Side, rec: Record, out: Emit) -> None:
-        """One record of `side`: duplicate/stale/conflict, correction, late proof, or insert."""
+        other = self._other[rec.topic]
         what, known = side.ids.classify(rec)
         if known is not None:
             if what == CORRECTION:
