@@ -5,7 +5,11 @@ input_wm     = max(previous input_wm, min over the input's active partitions)
 
 A partition that has sent nothing holds its input back (the safe default). A partition is
 excluded from the minimum only when the host says it is caught up with the log and it has been
-quiet for `idle_after` of source time; it rejoins on its next record."""
+quiet for `idle_after` of source time; it rejoins on its next record.
+
+The minimum is recomputed only when it can change: a partition that did not hold the minimum
+moving up leaves it where it was, so most new maxima cost O(1) instead of a walk over every
+partition."""
 
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ from .timeutil import NEG_INF, POS_INF
 
 
 class InputWatermark:
-    __slots__ = ("topic", "lateness_us", "max_event", "idle", "last_arrival", "wm", "ended")
+    __slots__ = ("topic", "lateness_us", "max_event", "idle", "last_arrival", "wm", "ended",
+                 "low_p")
 
     def __init__(self, topic: str, partitions: int, lateness_us: int):
         self.topic = topic
@@ -24,6 +29,9 @@ class InputWatermark:
         self.last_arrival: list[int] = [NEG_INF] * partitions
         self.wm = NEG_INF
         self.ended = False
+        # The active partition that held the minimum at the last recompute (the first of equal
+        # ones), or -1 when none did (all idle, or not computed since a restore).
+        self.low_p = -1
 
     def partition_wm(self, p: int) -> int:
         m = self.max_event[p]
@@ -39,7 +47,11 @@ class InputWatermark:
             self.last_arrival[p] = arrival_us
         if event_us > self.max_event[p]:
             self.max_event[p] = event_us
-            return self._recompute()
+            # Only the partition holding the minimum can move it (another one rising leaves
+            # the minimum, and so the watermark, as they were); a rejoin changes the set.
+            if rejoined or p == self.low_p or self.low_p < 0:
+                return self._recompute()
+            return False
         return self._recompute() if rejoined else False
 
     def touch(self, p: int, arrival_us: int) -> None:
@@ -57,15 +69,17 @@ class InputWatermark:
         if self.ended:
             return False
         low = POS_INF
-        any_active = False
+        low_p = -1
+        idle = self.idle
         for p, m in enumerate(self.max_event):
-            if self.idle[p]:
+            if idle[p]:
                 continue
-            any_active = True
             pw = m if m <= NEG_INF else m - self.lateness_us
-            if pw < low:
+            if low_p < 0 or pw < low:
                 low = pw
-        if not any_active:
+                low_p = p
+        self.low_p = low_p
+        if low_p < 0:
             return False  # all idle: hold, never jump
         if low > self.wm:
             self.wm = low

@@ -83,3 +83,15 @@ def test_load_restores_rows_and_candidates():
     ix.load({"a": [1, "h", 10], "b": [1, "h", 50]}, [(50, "b"), (10, "a")])
     assert ix.evict_before(11) == 1 and list(ix) == ["b"]
     assert ix.evict_before(51) == 1 and len(ix) == 0
+
+
+def test_left_state_marks_only_the_latest_versions():
+    ix = IdentityIndex(time_slot=T, where_slot=WHERE)
+    for rec in (record(pay("a", M, 0)), record(pay("b", M, 1)), record(pay("c", M, 2, rev=2))):
+        remember(ix, rec)
+    # "c" left state at revision 1, but revision 2 is the latest seen: its row stays live.
+    ix.left_state([("a", 1), ("b", 1), ("c", 1), ("gone", 1)], "evicted")
+    assert [ix[e][WHERE] for e in "abc"] == ["evicted", "evicted", LIVE]
+    assert sorted(eid for _, eid in ix.candidates) == ["a", "b"]
+    assert ix.evict_before(ix["c"][T] + US_PER_MIN) == 2
+    assert "c" in ix and "a" not in ix and "b" not in ix

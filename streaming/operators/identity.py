@@ -91,6 +91,20 @@ class IdentityIndex:
         given to `evict_before`."""
         heapq.heappush(self.candidates, (t, eid))
 
+    def left_state(self, versions: list[tuple[str, int]], where: Any) -> None:
+        """The versions `(id, revision)` left live state (`where` says where they went): each
+        one still the latest seen is marked so and named a candidate at its event time."""
+        rows, candidates = self.rows, self.candidates
+        ws, ts = self.where_slot, self.time_slot
+        if ws is None:
+            raise ValueError("left_state needs an index with a where slot")
+        push = heapq.heappush
+        for eid, rev in versions:
+            row = rows.get(eid)
+            if row is not None and row[REV] == rev:
+                row[ws] = where
+                push(candidates, (row[ts], eid))
+
     def evict_before(self, bound: int) -> int:
         """Forget the candidates with event time < bound whose rows are as they were when
         named (same event time, not live). Returns how many were forgotten."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 import hashlib
 import heapq
+import orjson
 from bisect import bisect_left, insort
 from collections.abc import Iterable
 from operator import attrgetter
@@ -89,11 +90,72 @@ def outcome_payload(payment_id: str, payment_rev: int, merchant_id: str, payment
             "match_count": match_count, "rule_version": rule_version}
 
 
+# ---------------------------------------------------------------------- facts from parts
+# A pair's or an outcome's canonical JSON (sorted keys, compact: what `canonical_hash` hashes)
+# is the concatenation of per-field texts, so the parts that depend on one entry alone are
+# serialized once per entry and a pair costs one string join and one hash. The dicts above stay
+# the definition; the parts are checked against them byte for byte
+# (tests/test_interval_join_parts.py).
+
+def _members(obj: dict[str, Any]) -> str:
+    """The members of `obj` as canonical JSON writes them (sorted, compact), without braces."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()[1:-1]
+
+
+class PaymentParts(NamedTuple):
+    time: str  # the payload fields that vary per payment, for the fact's payload dict
+    amount_cents: int | None
+    pair_head: str  # `{"amount_cents":..,"merchant_id":..,"pair_id":"` (the pair id follows)
+    pair_mid: str  # `","payment_id":..,"payment_rev":..,"payment_time":..,"rule_version":..,`
+    pid_head: str  # `rule|payment|rev|`: the payment's half of the pair id's hashed text
+    fact_key_head: str  # `pair|<payment time>|`
+    outcome_head: str  # `{"amount_cents":..,"match_count":` (the count follows)
+    outcome_mid: str  # `,"merchant_id":..,...,"rule_version":..,"status":` (the status follows)
+    outcome_key_head: str  # `outcome|payment|rev|`
+
+
+class SignalParts(NamedTuple):
+    time: str
+    score: float | None
+    pair_tail: str  # `"score":..,"signal_id":..,"signal_rev":..,"signal_time":..}`
+    pid_tail: str  # `signal|rev`: the signal's half of the pair id's hashed text
+
+
+def payment_parts(rule_version: str, rule_eid: str, payment_eid: str, payment_id: str,
+                  payment_rev: int, merchant_id: str, payment_us: int, payment_time: str,
+                  amount_cents: int | None) -> PaymentParts:
+    # Sorted keys: amount_cents < match_count < merchant_id < pair_id < payment_id <
+    # payment_rev < payment_time < rule_version < score < signal_* < status.
+    amount = "{" + _members({"amount_cents": amount_cents})
+    merchant = _members({"merchant_id": merchant_id})
+    body = _members({"payment_id": payment_id, "payment_rev": payment_rev,
+                     "payment_time": payment_time, "rule_version": rule_version})
+    return PaymentParts(
+        payment_time, amount_cents,
+        f'{amount},{merchant},"pair_id":"', f'",{body},',
+        f"{rule_eid}|{payment_eid}|{payment_rev}|",
+        f"pair|{payment_us}|",
+        f'{amount},"match_count":', f',{merchant},{body},"status":',
+        f"outcome|{payment_eid}|{payment_rev}|")
+
+
+def signal_parts(signal_eid: str, signal_id: str, signal_rev: int, signal_time: str,
+                 score: float | None) -> SignalParts:
+    tail = _members({"score": score, "signal_id": signal_id, "signal_rev": signal_rev,
+                     "signal_time": signal_time})
+    return SignalParts(signal_time, score, tail + "}", f"{signal_eid}|{signal_rev}")
+
+
+# An outcome's status is one of three words: its JSON text and the closing brace, once.
+_STATUS_TAIL = {status: orjson.dumps(status).decode() + "}"
+                for status in ("provisional", "retracted", "final")}
+
+
 class Entry:
     """A payment or signal held in state. `matches` maps counterpart id -> current pair id."""
 
     __slots__ = ("id", "rev", "t", "key", "seq", "size", "payload", "matches", "outcome",
-                 "outcome_seq", "arrival", "_iso", "eid")
+                 "outcome_seq", "arrival", "_iso", "eid", "parts")
 
     def __init__(self, id: str, rev: int, t: int, key: str, seq: int, size: int,
                  payload: dict[str, Any], arrival: int) -> None:
@@ -110,6 +172,8 @@ class Entry:
         self.outcome_seq = 0
         self._iso: str | None = None
         self.eid = escape(id)  # the ID as a composite-key part, escaped once per entry
+        # PaymentParts or SignalParts, made by the operator when the entry first needs them.
+        self.parts: Any = None
 
     @property
     def iso(self) -> str:
@@ -131,6 +195,7 @@ class Entry:
         return e
 
 
+_blake2b = hashlib.blake2b
 _size_of = attrgetter("size")  # in C: eviction sums the sizes of every evicted entry
 
 
@@ -322,13 +387,30 @@ class IntervalJoin:
                      rec.payload, rec.arrival_us)
 
     # ------------------------------------------------------------------ facts
+    def _payment_parts(self, p: Entry) -> PaymentParts:
+        parts = p.parts = payment_parts(self.rule_version, self._rule_eid, p.eid, p.id, p.rev,
+                                        p.key, p.t, p.iso, p.payload.get("amount_cents"))
+        return parts
+
+    def _signal_parts(self, s: Entry) -> SignalParts:
+        parts = s.parts = signal_parts(s.eid, s.id, s.rev, s.iso, s.payload.get("score"))
+        return parts
+
     def _publish(self, p: Entry, s: Entry, out: Emit) -> str:
-        pid = _pair_id_escaped(self._rule_eid, p.eid, p.rev, s.eid, s.rev)
-        out.facts.append(Fact.make(
-            pair_fact_key(p.t, pid, "publish"), "pair", f"{p.eid}|{s.eid}|{self._rule_eid}",
-            "current", pair_payload(self.rule_version, pid, p.key, p.id, p.rev, s.id, s.rev,
-                                    p.iso, s.iso, p.payload.get("amount_cents"),
-                                    s.payload.get("score"))))
+        # The fact of pair_payload(...) under pair_fact_key(...), assembled from the entries'
+        # cached parts (see `payment_parts`).
+        pp = p.parts or self._payment_parts(p)
+        sp = s.parts or self._signal_parts(s)
+        pid = _blake2b(f"{pp.pid_head}{sp.pid_tail}".encode(), digest_size=16).hexdigest()
+        pjson = f"{pp.pair_head}{pid}{pp.pair_mid}{sp.pair_tail}"
+        out.facts.append(Fact(
+            f"{pp.fact_key_head}{pid}|publish", "pair", f"{p.eid}|{s.eid}|{self._rule_eid}",
+            "current",
+            {"rule_version": self.rule_version, "pair_id": pid, "merchant_id": p.key,
+             "payment_id": p.id, "payment_rev": p.rev, "signal_id": s.id, "signal_rev": s.rev,
+             "payment_time": pp.time, "signal_time": sp.time, "amount_cents": pp.amount_cents,
+             "score": sp.score},
+            _blake2b(pjson.encode(), digest_size=16).hexdigest(), None, pjson))
         p.matches[s.id] = pid
         s.matches[p.id] = pid
         self.counters["pairs_published"] += 1
@@ -352,21 +434,24 @@ class IntervalJoin:
         self.counters["pairs_retired"] += 1
 
     def _outcome(self, p: Entry, status: str, out: Emit) -> None:
-        p.outcome_seq += 1
+        # The fact of outcome_payload(...), assembled from the payment's cached parts.
+        seq = p.outcome_seq = p.outcome_seq + 1
         p.outcome = status
-        payload = outcome_payload(p.id, p.rev, p.key, p.iso, p.payload.get("amount_cents"),
-                                  status, len(p.matches), self.rule_version)
-        out.facts.append(Fact.make(f"outcome|{p.eid}|{p.rev}|{p.outcome_seq}", "outcome",
-                                   p.id, status, payload))
+        pp = p.parts or self._payment_parts(p)
+        n = len(p.matches)
+        pjson = f"{pp.outcome_head}{n}{pp.outcome_mid}{_STATUS_TAIL[status]}"
+        out.facts.append(Fact(
+            f"{pp.outcome_key_head}{seq}", "outcome", p.id, status,
+            {"payment_id": p.id, "payment_rev": p.rev, "merchant_id": p.key,
+             "payment_time": pp.time, "amount_cents": pp.amount_cents, "status": status,
+             "match_count": n, "rule_version": self.rule_version},
+            _blake2b(pjson.encode(), digest_size=16).hexdigest(), None, pjson))
 
     # ------------------------------------------------------------------ records
     def on_record(self, rec: Record, out: Emit) -> None:
+        """One record: duplicate/stale/conflict, correction, late proof, or insert."""
         side = self._sides[rec.topic]
-        self.on_event(side, self._other[rec.topic], rec, out)
-        self._track_peak(rec.key)
-
-    def on_event(self, side: Side, other: Side, rec: Record, out: Emit) -> None:
-        """One record of `side`: duplicate/stale/conflict, correction, late proof, or insert."""
+        other = self._other[rec.topic]
         what, known = side.ids.classify(rec)
         if known is not None:
             if what == CORRECTION:
@@ -384,7 +469,7 @@ class IntervalJoin:
                 return
             self.counters["late_joined"] += 1
         side.ids.remember(rec.id, [rec.revision, rec.payload_hash, key, t, LIVE])
-        out.disposition(rec, ACCEPTED)
+        out.dispositions.append((rec, ACCEPTED))  # Emit.disposition, inline per record
         self._insert(side, other, self._new_entry(rec), out)
 
     def _insert(self, side: Side, other: Side, e: Entry, out: Emit) -> None:
@@ -400,6 +485,7 @@ class IntervalJoin:
                 if p.outcome == "provisional":
                     self._outcome(p, "retracted", out)
         self._evict_if_beyond_horizon(side, other, e, out)
+        self._track_peak(e.key)
 
     # ------------------------------------------------------------------ corrections
     def _correct(self, side: Side, other: Side, rec: Record, known: list[Any],
@@ -464,6 +550,7 @@ class IntervalJoin:
             elif not p.matches and p.outcome != "provisional":
                 self._outcome(p, "provisional", out)
         self._evict_if_beyond_horizon(side, other, new, out)
+        self._track_peak(new.key)
 
     def _place(self, side: Side, e: Entry) -> None:
         """Insert an entry into its side's state, eviction heap and (opt-in) TTL heap."""
@@ -487,9 +574,16 @@ class IntervalJoin:
             other = self._other[topic]
             bound = POS_INF if wm >= POS_INF else wm - other.upper
             heap = other.heap
-            while heap and heap[0][0] < bound:
-                _, key = heapq.heappop(heap)
-                self._evict(other, key, bound, out)
+            if heap and heap[0][0] < bound:
+                # The heap holds one (time, key) per entry placed; the first pop of a key
+                # evicts all of its entries below the bound, so its later pops are skipped.
+                done = set()
+                pop = heapq.heappop
+                while heap and heap[0][0] < bound:
+                    key = pop(heap)[1]
+                    if key not in done:
+                        done.add(key)
+                        self._evict(other, key, bound, out)
         self._maybe_prune_identities()
 
     def _maybe_prune_identities(self) -> None:
@@ -506,29 +600,29 @@ class IntervalJoin:
         outcome becomes final when it leaves state."""
         evicted = side.state.pop_before(key, bound, _size_of)
         if evicted:
-            for e in evicted:
-                self._finalize(side, e, out)
+            self._finalize(side, key, evicted, out)
             self._maybe_drop_key(key)
 
-    def _finalize(self, side: Side, e: Entry, out: Emit) -> None:
-        """`e` left state; the caller then offers its key to `_maybe_drop_key` (once per
-        eviction step: the maxima fold the same whether a key drops after each entry or
-        after all of them)."""
-        side.live.pop(e.id, None)
-        ident = side.ids.get(e.id)
-        if ident is not None and ident[REV] == e.rev:
-            # The identity left live state: a candidate for forgetting from now on.
-            ident[ID_WHERE] = EVICTED
-            side.ids.may_forget(e.id, ident[ID_T])
-        prev = side.evicted_max.get(e.key)
+    def _finalize(self, side: Side, key: str, gone: list[Entry], out: Emit) -> None:
+        """`gone`, entries of `key` oldest first, left state; the caller then offers the key to
+        `_maybe_drop_key` (once per eviction step: the maxima fold the same whether a key drops
+        after each entry or after all of them)."""
+        live = side.live
+        for e in gone:
+            live.pop(e.id, None)
+        # Their identities left live state: candidates for forgetting from now on.
+        side.ids.left_state([(e.id, e.rev) for e in gone], EVICTED)
+        prev = side.evicted_max.get(key)
         if prev is None:
             prev = self._fallback(side)
-        side.evicted_max[e.key] = max(prev, e.t)
+        last = gone[-1].t
+        side.evicted_max[key] = last if last > prev else prev
         if side.is_payment:
-            self.counters["evicted_payments"] += 1
-            self._outcome(e, "final", out)
+            self.counters["evicted_payments"] += len(gone)
+            for e in gone:
+                self._outcome(e, "final", out)
         else:
-            self.counters["evicted_signals"] += 1
+            self.counters["evicted_signals"] += len(gone)
 
     def _maybe_drop_key(self, key: str) -> None:
         # A key with both sides empty gives up its entry to bound memory; its maxima fold into
@@ -552,7 +646,7 @@ class IntervalJoin:
             if e is not None and e.seq == seq:
                 side.state.remove(e.key, e.t, e.seq, e.size)
                 self.counters["ttl_evictions"] += 1
-                self._finalize(side, e, out)
+                self._finalize(side, e.key, [e], out)
                 self._maybe_drop_key(e.key)
 
     def on_end_of_stream(self, out: Emit) -> None:

@@ -1,0 +1,90 @@
+"""Pair and outcome facts assembled from per-entry cached parts against the construction from
+the payload definitions (`pair_payload`, `outcome_payload`, `Fact.make`): the same fact keys,
+logical keys, payloads, canonical JSON bytes and hashes, for generated entries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streaming.keys import escape
+from streaming.operators.base import Emit, Fact
+from streaming.operators.interval_join import (Entry, IntervalJoin, outcome_payload,
+                                               pair_fact_key, pair_id, pair_logical_key,
+                                               pair_payload)
+from streaming.timeutil import US_PER_MIN
+
+# IDs and keys with the characters that need escaping in keys ("|", "\\") or in JSON (quotes,
+# control characters, non-ASCII; no lone surrogates: decoded UTF-8 never holds one).
+text = st.text(alphabet=st.sampled_from(list("ab|\\\"\n\t\x00é€😀 "))
+               | st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
+revs = st.integers(1, 2**40)
+times = st.integers(-6 * 10**16, 2 * 10**17)  # within the years datetime renders
+amounts = st.none() | st.integers(-2**63, 2**63 - 1)
+scores = st.none() | st.floats(allow_nan=False, allow_infinity=False) | st.integers(-10, 10)
+rules = st.sampled_from(["ij-v1:-47m..+8m", "rule|with\\odd\"chars"])
+
+
+def entry(eid: str, rev: int, t: int, key: str, payload: dict[str, Any]) -> Entry:
+    return Entry(eid, rev, t, key, 1, 10, payload, 0)
+
+
+def reference_pair(rule: str, p: Entry, s: Entry) -> Fact:
+    pid = pair_id(rule, p.id, p.rev, s.id, s.rev)
+    return Fact.make(pair_fact_key(p.t, pid, "publish"), "pair",
+                     pair_logical_key(p.id, s.id, rule), "current",
+                     pair_payload(rule, pid, p.key, p.id, p.rev, s.id, s.rev, p.iso, s.iso,
+                                  p.payload.get("amount_cents"), s.payload.get("score")))
+
+
+def reference_outcome(rule: str, p: Entry, status: str, seq: int, n: int) -> Fact:
+    return Fact.make(f"outcome|{escape(p.id)}|{p.rev}|{seq}", "outcome", p.id, status,
+                     outcome_payload(p.id, p.rev, p.key, p.iso, p.payload.get("amount_cents"),
+                                     status, n, rule))
+
+
+def same(got: Fact, want: Fact) -> None:
+    assert got == want  # every field, the canonical JSON included
+    assert got.payload_json is not None and want.payload_json is not None
+    assert got.payload_json.encode() == want.payload_json.encode()
+    assert list(got.payload) == list(want.payload)  # the payload's key order too
+
+
+@settings(max_examples=300, deadline=None)
+@given(rules, text, text, revs, revs, times, st.integers(-47, 8), text, amounts, scores,
+       st.booleans())
+def test_pair_fact_from_parts(rule: str, payment_id: str, signal_id: str, p_rev: int,
+                              s_rev: int, t: int, offset_min: int, key: str,
+                              amount: int | None, score: Any, with_fields: bool) -> None:
+    op = IntervalJoin(rule_version=rule)
+    p_payload = {"amount_cents": amount} if with_fields else {}
+    s_payload = {"score": score} if with_fields else {}
+    p = entry(payment_id, p_rev, t, key, p_payload)
+    s = entry(signal_id, s_rev, t + offset_min * US_PER_MIN, key, s_payload)
+    out = Emit()
+    pid = op._publish(p, s, out)
+    op._publish(p, s, out)  # again, from the parts now cached on both entries
+    want = reference_pair(rule, p, s)
+    assert pid == want.payload["pair_id"]
+    same(out.facts[0], want)
+    same(out.facts[1], want)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rules, text, revs, times, text, amounts, st.lists(text, max_size=3, unique=True),
+       st.lists(st.sampled_from(["provisional", "retracted", "final"]), min_size=1,
+                max_size=4))
+def test_outcome_fact_from_parts(rule: str, payment_id: str, rev: int, t: int, key: str,
+                                 amount: int | None, matched: list[str],
+                                 statuses: list[str]) -> None:
+    op = IntervalJoin(rule_version=rule)
+    p = entry(payment_id, rev, t, key, {"amount_cents": amount})
+    p.matches = {sid: "x" for sid in matched}
+    out = Emit()
+    for status in statuses:
+        op._outcome(p, status, out)
+    assert len(out.facts) == len(statuses)
+    for seq, (status, got) in enumerate(zip(statuses, out.facts, strict=True), start=1):
+        same(got, reference_outcome(rule, p, status, seq, len(matched)))
