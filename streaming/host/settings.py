@@ -48,6 +48,11 @@ class Source(Protocol):
     def ack(self, ranges: dict[str, tuple[int, int]]) -> None: ...
 
 
+def overlap_default(store_url: str) -> bool:
+    """Whether a run overlaps commits when not told: on for a PostgreSQL store only."""
+    return store_url.split(":", 1)[0].split("+", 1)[0] in ("postgresql", "postgres")
+
+
 @dataclass
 class RunSettings:
     source: str
@@ -65,6 +70,17 @@ class RunSettings:
     # partition's later records nor the other partitions follow, is quarantined as
     # `arrival_time_jump` (docs/sources.md); None turns the check off.
     max_arrival_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US
+    # Overlapped commits: while one batch's transaction commits on a writer thread, the worker
+    # reads, decodes and runs the operator for the next (at most one batch in flight; the host
+    # loop settles it before every step whose order matters). None: the store's default, on
+    # for PostgreSQL (the commit waits on the server, which runs beside the worker) and off
+    # for SQLite (the commit is in-process CPU work and competes with the operator for the
+    # GIL: measured no gain, see docs/performance.md).
+    overlap_commits: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.overlap_commits is None:
+            self.overlap_commits = overlap_default(self.store_url)
 
     def describe(self) -> dict:
         return {"source": redact_url(self.source), "store": redact_url(self.store_url),
@@ -72,6 +88,7 @@ class RunSettings:
                 "crash_at": f"{self.crash_at[0]}:{self.crash_at[1]}" if self.crash_at else None,
                 "idle_after_us": self.idle_after_us, "end_of_stream": self.end_of_stream,
                 "ttl_us": self.ttl_us, "max_arrival_jump_us": self.max_arrival_jump_us,
+                "overlap_commits": self.overlap_commits,
                 **({"throttle": self.throttle.describe()} if self.throttle else {}),
                 **self.extra}
 
