@@ -1,5 +1,5 @@
 """Overlapped commits (RunSettings.overlap_commits): a batch commits on the writer thread while
-the worker runs the next one. On PostgreSQL (where it is the default) an overlapped run leaves
+the worker runs the next one. On PostgreSQL (the store it is meant for) an overlapped run leaves
 exactly what a serial run leaves, its crash points, checkpoints and acks come in the serial
 order, a crash at any point recovers to the serial result, and a failed commit surfaces in the
 worker's thread with nothing after it acknowledged or checkpointed."""
@@ -70,18 +70,18 @@ def outputs(url: str) -> dict:
         store.dispose()
 
 
-def test_postgresql_overlaps_by_default_and_sqlite_does_not():
-    assert RunSettings(source="x", store_url="postgresql://h/db").overlap_commits is True
-    assert RunSettings(source="x", store_url="postgresql+psycopg://h/db").overlap_commits
-    assert RunSettings(source="x", store_url="sqlite:///x.sqlite").overlap_commits is False
-    told = RunSettings(source="x", store_url="postgresql://h/db", overlap_commits=False)
-    assert told.overlap_commits is False
-    assert told.describe()["overlap_commits"] is False
+def test_commits_are_serial_unless_asked_and_the_run_records_the_choice():
+    for url in ("postgresql://h/db", "sqlite:///x.sqlite"):
+        assert RunSettings(source="x", store_url=url).overlap_commits is False
+        assert RunSettings(source="x", store_url=url).describe()["overlap_commits"] is False
+    told = RunSettings(source="x", store_url="postgresql://h/db", overlap_commits=True)
+    assert told.describe()["overlap_commits"] is True
 
 
-def test_overlapped_run_leaves_what_a_serial_run_leaves(seed_dir, fresh_pg):
+def test_overlapped_run_leaves_what_a_serial_run_leaves(seed_dir, store_factory):
+    """On either store (SQLite runs it only when asked to)."""
     src, _ = seed_dir
-    serial_url, overlap_url = fresh_pg(), fresh_pg()
+    serial_url, overlap_url = store_factory(), store_factory()
     serial = run_join(src, serial_url, overlap_commits=False, **RUN)
     overlapped = run_join(src, overlap_url, overlap_commits=True, **RUN)
     assert serial.overlapped_batches == 0
