@@ -190,8 +190,8 @@ class Worker:
             log.info("%s: replayed %d journaled batches (%d records) after the checkpoint",
                      self.spec.name, self.result.replayed_batches, done)
         # 2. Read freely (through the sink throttle when one is set). Commits overlap the next
-        # batch's work only here: not while replaying (the journal's batches are few and
-        # end in the run's first checkpoint), not under the throttle (it paces commits in
+        # batch's work only here: not while replaying (the journaled batches above were each
+        # committed before the next was re-run), not under the throttle (it paces commits in
         # worker-clock time and reports the backlog per commit), and not when the pipeline
         # hooks the commit (the hook sees the operator as the batch left it).
         self._overlap = bool(self.settings.overlap_commits and self.throttle is None
@@ -375,8 +375,9 @@ class Worker:
             self.seq = seq
         for tps, digest in range_digests(raws).items():
             ranges[tps].extend((digest, jumps.get(tps, [])))
-        # Building the batch reads only host and operator state (not the store), so it runs
-        # before the batch in flight is settled, overlapped with its commit.
+        # Building the batch reads only host and operator state (not the store), and settling
+        # the batch in flight changes none of it (a batch in flight never checkpoints), so it
+        # runs before the settle, overlapped with that commit.
         bw = self._batch_write(seq, out, ranges, order_runs, made, n, end_of_stream)
         stages["sink"] += clock() - t_sink
         self._settle()
