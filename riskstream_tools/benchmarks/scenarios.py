@@ -118,15 +118,22 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _run_worker(spec, settings, url: str) -> tuple[Any, float, dict, float]:
-    """Run the worker; (result, wall seconds, stage seconds, peak RSS MiB right after)."""
+def _run_worker(spec, settings, url: str) -> tuple[Any, float, dict, float, dict]:
+    """Run the worker; (result, wall seconds, stage seconds, peak RSS MiB right after, the
+    run's commit figures). RISKSTREAM_OVERLAP_COMMITS (1/0), as for the run commands, turns
+    overlapped commits on or off instead of the store's default."""
     from streaming.host.loop import Worker
     from streaming.store.ops import Store
+    flag = os.environ.get("RISKSTREAM_OVERLAP_COMMITS", "").strip().lower()
+    if flag:
+        settings.overlap_commits = flag in ("1", "true", "yes", "on")
     store = Store(url)
     try:
         t0 = time.perf_counter()
+        cpu0 = time.process_time()
         res = Worker(spec, settings, store=store).run()
         wall = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
     finally:
         store.dispose()
     rss = _peak_rss_mib()
@@ -134,7 +141,12 @@ def _run_worker(spec, settings, url: str) -> tuple[Any, float, dict, float]:
     stages = {f"{k}_s": v for k, v in host.items()}
     # Reading and JSON-parsing the source, run start-up and the final metrics.
     stages["source_and_other_s"] = max(0.0, wall - sum(host.values()))
-    return res, wall, stages, rss
+    # The worker's CPU seconds (every thread of it) against its wall seconds: what the run
+    # spent waiting (on the database server, mostly) is the difference.
+    commits = {"overlap_commits": settings.overlap_commits, "worker_cpu_s": cpu,
+               "sink_commit_s": res.sink_commit_s, "overlapped_batches": res.overlapped_batches,
+               "batches": res.batches}
+    return res, wall, stages, rss, commits
 
 
 def _join_reference_input(src: str) -> tuple[dict, dict, float]:
@@ -179,7 +191,7 @@ def child_join_store(src: str, url: str, n: int) -> dict:
     from streaming.cli.join import pair_rows
     from streaming.pipelines.join import SPEC
     from streaming.store.ops import Store
-    res, wall, stages, rss = _run_worker(SPEC, _join_settings(src, url), url)
+    res, wall, stages, rss, commits = _run_worker(SPEC, _join_settings(src, url), url)
     store = Store(url)
     try:
         live = {(r["payment_id"], r["signal_id"]) for r in pair_rows(store, False)}
@@ -189,7 +201,8 @@ def child_join_store(src: str, url: str, n: int) -> dict:
     return {"seconds": wall, "reference_seconds": ref_s, "reference_decode_s": ref_decode_s,
             "peak_rss_mib": rss, "reference_equal": live == ref, "stages": stages,
             "records": res.records, "facts_written": res.facts_written,
-            "pairs": len(live), "reference_pairs": len(ref), "checkpoints": res.checkpoints}
+            "pairs": len(live), "reference_pairs": len(ref), "checkpoints": res.checkpoints,
+            **commits}
 
 
 def child_join_operator(src: str, url: str, n: int) -> dict:
@@ -261,7 +274,7 @@ def child_ledger(src: str, url: str, n: int) -> dict:
     settings = RunSettings(source=src, store_url=url, end_of_stream=True,
                            checkpoint_every=CHECKPOINT_EVERY, batch_size=BATCH_SIZE,
                            extra=run_extra(key))
-    res, wall, stages, rss = _run_worker(make_spec(key), settings, url)
+    res, wall, stages, rss, commits = _run_worker(make_spec(key), settings, url)
     store = Store(url)
     try:
         current = {(r["account_id"], parse_utc_us(r["event_hour"].replace("Z", ":00Z"))):
@@ -274,7 +287,7 @@ def child_ledger(src: str, url: str, n: int) -> dict:
     return {"seconds": wall, "reference_seconds": ref_s, "peak_rss_mib": rss,
             "reference_equal": current == ref and len(ref) > 0, "stages": stages,
             "records": res.records, "facts_written": res.facts_written,
-            "windows": len(current), "reference_windows": len(ref)}
+            "windows": len(current), "reference_windows": len(ref), **commits}
 
 
 def child_receipts(src: str, url: str, n: int) -> dict:
@@ -291,7 +304,7 @@ def child_receipts(src: str, url: str, n: int) -> dict:
     settings = RunSettings(source=src, store_url=url, end_of_stream=True,
                            checkpoint_every=CHECKPOINT_EVERY, batch_size=BATCH_SIZE,
                            extra={"model_dir": models})
-    res, wall, stages, rss = _run_worker(SPEC, settings, url)
+    res, wall, stages, rss, commits = _run_worker(SPEC, settings, url)
     store = Store(url)
     try:
         act = {f["receipt_id"]: f for f in active(decision_facts(store))}
@@ -311,7 +324,7 @@ def child_receipts(src: str, url: str, n: int) -> dict:
     return {"seconds": wall, "reference_seconds": ref_s, "peak_rss_mib": rss,
             "reference_equal": equal, "stages": stages, "records": res.records,
             "facts_written": res.facts_written, "decisions": len(act),
-            "reference_decisions": len(ref)}
+            "reference_decisions": len(ref), **commits}
 
 
 CHILDREN = {"join-sqlite": child_join_store, "join-postgres": child_join_store,

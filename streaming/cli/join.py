@@ -14,8 +14,8 @@ from ..redaction import redact_text
 from ..store.errors import STORE_FAILURE_EXIT, describe_store_error, is_store_error
 from ..store.ops import loads
 from .common import (SOURCE_UNAVAILABLE_EXIT, emit_rows, fail, format_option,
-                     max_arrival_jump_option, open_store, progress_bar, run_settings,
-                     source_option, store_option)
+                     max_arrival_jump_option, open_store, overlap_commits_option, progress_bar,
+                     run_settings, source_option, store_option)
 from .follow import follow_options, follow_settings, follow_summary, run_follow
 
 
@@ -60,14 +60,17 @@ def run_pipeline(spec, settings: RunSettings, quiet: bool = False):
               help="Too-short TTL demonstration: evict by source-time age (loses matches).")
 @click.option("--end-of-stream", is_flag=True, help="Finalize: advance every watermark to the end.")
 @max_arrival_jump_option
+@overlap_commits_option
 @follow_options
 @click.option("--quiet", is_flag=True)
 def run(source, store_url, checkpoint_every, batch_size, crash_at, idle_after, ttl_minutes,
-        end_of_stream, max_arrival_jump, follow, max_batch_delay, worker, outage_limit, quiet):
+        end_of_stream, max_arrival_jump, overlap_commits, follow, max_batch_delay, worker,
+        outage_limit, quiet):
     """Run (or resume) the live join over a source until it is drained, or follow it."""
     settings = run_settings(source, store_url, crash_at, checkpoint_every, batch_size,
                             idle_after=idle_after, ttl_minutes=ttl_minutes,
-                            end_of_stream=end_of_stream, max_arrival_jump=max_arrival_jump)
+                            end_of_stream=end_of_stream, max_arrival_jump=max_arrival_jump,
+                            overlap_commits=overlap_commits)
     following = follow_settings(follow, max_batch_delay, worker, outage_limit)
     if following is not None:
         click.echo(follow_summary("join", run_follow(SPEC, settings, following, quiet)))

@@ -26,6 +26,7 @@ worker stops with exit 8. Both are counted in the metrics."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import signal
 import time
 from dataclasses import dataclass
@@ -175,7 +176,10 @@ def percentile(values, q: float) -> float | None:
 
 
 class FollowWorker(Worker):
-    """`Worker` reading a NATS stream live; see the module docstring."""
+    """`Worker` reading a NATS stream live; see the module docstring. Its batches always commit
+    serially (its own loop never turns on overlapped commits): a JetStream ack must follow the
+    commit of its batch, and the live loop's commit latency and outage retries are measured and
+    handled per commit on the worker's thread."""
 
     # The store as one assignment sees it (AssignedStore) and the live NATS source: both
     # stand in for what the loop is typed with and add what follow mode needs.
@@ -189,6 +193,8 @@ class FollowWorker(Worker):
             raise ValueError("--follow cannot be combined with a sink throttle")
         if not settings.source.startswith("nats://"):
             raise ValueError("--follow needs a nats:// source")
+        # Serial commits (see the class docstring), and the run's recorded settings say so.
+        settings = dataclasses.replace(settings, overlap_commits=False)
         self.follow = follow
         base = store or Store(settings.store_url, schema="upgrade")
         key = follow.assignment.store_key(spec.name)

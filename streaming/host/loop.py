@@ -14,6 +14,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..contracts import InvalidRecord, decode, quarantine_text
@@ -21,7 +22,7 @@ from ..operators.base import Emit, Quarantined, safe_text
 from ..sources import open_source
 from ..sources.filelog import RawRecord
 from ..sources.records import decode_own
-from ..store.ops import BatchWrite, Store, dumps, now_iso
+from ..store.ops import BatchWrite, SinkResult, Store, dumps, now_iso
 from ..timeutil import NEG_INF, event_date
 from ..watermarks import InputWatermark
 from .checkpoints import (CheckpointMismatch, read_checkpoint, tp_str, verified_positions,
@@ -55,6 +56,23 @@ class RunResult:
     # (building and committing each batch), checkpoint. The rest of a run is the source.
     stage_seconds: dict = field(default_factory=lambda: dict.fromkeys(
         ("decode_validate", "operator", "sink", "checkpoint"), 0.0))
+    # Seconds the batch commits themselves took (`Store.commit_batch`, wherever it ran). With
+    # overlapped commits the sink stage above is only what the worker's own thread spent on
+    # the sink (building each batch, waiting for a commit still in flight); this is the rest.
+    sink_commit_s: float = 0.0
+    # Batches whose commit ran while the worker went on with the next batch.
+    overlapped_batches: int = 0
+
+
+@dataclass
+class _InFlight:
+    """A batch whose commit runs on the writer thread, and what the host does once it has
+    committed (in the serial order: accounting, crash points, ack)."""
+
+    future: Future
+    bw: BatchWrite
+    n: int
+    ranges: dict
 
 
 class Worker:
@@ -82,6 +100,11 @@ class Worker:
         self.replaying = False
         self.source_head_us: int | None = None
         self._tp_names: dict[TP, str] = {}  # ("topic", p) -> "topic:p", as the journal names it
+        # Overlapped commits (RunSettings.overlap_commits): one writer thread, at most one
+        # batch in flight. Only the bounded loop below turns it on (`_overlap`).
+        self._overlap = False
+        self._writer: ThreadPoolExecutor | None = None
+        self._inflight: _InFlight | None = None
 
     @property
     def restored_from(self) -> int | None:
@@ -137,6 +160,7 @@ class Worker:
         try:
             return self._run_loop(t0)
         finally:
+            self._close_writer()
             gc.set_threshold(*saved_thresholds)
             gc.unfreeze()
 
@@ -165,7 +189,13 @@ class Worker:
         if self.result.replayed_batches:
             log.info("%s: replayed %d journaled batches (%d records) after the checkpoint",
                      self.spec.name, self.result.replayed_batches, done)
-        # 2. Read freely (through the sink throttle when one is set).
+        # 2. Read freely (through the sink throttle when one is set). Commits overlap the next
+        # batch's work only here: not while replaying (the journaled batches above were each
+        # committed before the next was re-run), not under the throttle (it paces commits in
+        # worker-clock time and reports the backlog per commit), and not when the pipeline
+        # hooks the commit (the hook sees the operator as the batch left it).
+        self._overlap = bool(self.settings.overlap_commits and self.throttle is None
+                             and self.spec.on_batch_committed is None)
         limit = max(1, min(self.settings.batch_size, self.settings.checkpoint_every))
         if self.throttle is not None:
             base = done
@@ -191,6 +221,8 @@ class Worker:
                 self.progress(done, total)
         if self.settings.end_of_stream and not self.ended:
             self._run_batch([], None, end_of_stream=True)
+        self._settle()  # the last batch's commit, crash points and ack before the checkpoint
+        self._overlap = False
         if self.since_ckpt > 0 or self.result.batches > 0 or self.result.replayed_batches > 0:
             self._checkpoint()
         self.result.elapsed_s = time.perf_counter() - t0
@@ -343,9 +375,69 @@ class Worker:
             self.seq = seq
         for tps, digest in range_digests(raws).items():
             ranges[tps].extend((digest, jumps.get(tps, [])))
-        self.crash.hit("after-candidate")
+        # Building the batch reads only host and operator state (not the store), and settling
+        # the batch in flight changes none of it (a batch in flight never checkpoints), so it
+        # runs before the settle, overlapped with that commit.
         bw = self._batch_write(seq, out, ranges, order_runs, made, n, end_of_stream)
+        stages["sink"] += clock() - t_sink
+        self._settle()
+        self.crash.hit("after-candidate")
+        # Decided now, from the state this batch left: a later batch's records must not count.
+        checkpoint = self.since_ckpt >= self.settings.checkpoint_every
+        # A batch after which a checkpoint is due, the end of the stream and a replayed batch
+        # commit serially: the checkpoint snapshots the state this batch left, and an end of
+        # stream is followed by the run's last checkpoint.
+        if self._overlap and not end_of_stream and decisions is None and not checkpoint:
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(max_workers=1,
+                                                  thread_name_prefix=f"{self.spec.name}-writer")
+            self._inflight = _InFlight(self._writer.submit(self._timed_commit, bw), bw, n,
+                                       ranges)
+            self.result.overlapped_batches += 1
+            return
+        t_commit = clock()
+        res = self._timed_commit(bw)
+        self._committed(res, bw, n, end_of_stream, ranges, checkpoint, t_commit)
+
+    def _timed_commit(self, bw: BatchWrite) -> tuple[SinkResult, float]:
+        t0 = time.perf_counter()
         res = self.store.commit_batch(bw)
+        return res, time.perf_counter() - t0
+
+    def _settle(self) -> None:
+        """Wait for the batch in flight, if any, and do what follows its commit, in the order
+        a serial run does it. An exception its commit raised is raised here, in the worker's
+        thread, before anything after that commit (crash points, checkpoint, ack) happens."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is None:
+            return
+        t0 = time.perf_counter()
+        res = inflight.future.result()
+        self._committed(res, inflight.bw, inflight.n, False, inflight.ranges, False, t0)
+
+    def _close_writer(self) -> None:
+        """End of a run, normal or not: wait for a commit still in flight (its transaction is
+        the store's to keep or roll back) without doing what follows it: a run that fails
+        acknowledges and checkpoints nothing past the failure."""
+        inflight, self._inflight = self._inflight, None
+        writer, self._writer = self._writer, None
+        if inflight is not None:
+            exc = inflight.future.exception()
+            if exc is not None:
+                log.warning("%s: batch %d's commit failed while the run was ending: %s",
+                            self.spec.name, inflight.bw.seq, exc)
+        if writer is not None:
+            writer.shutdown(wait=True)
+
+    def _committed(self, timed: tuple[SinkResult, float], bw: BatchWrite, n: int,
+                   end_of_stream: bool, ranges: dict, checkpoint: bool, t_sink: float) -> None:
+        """After a batch's commit: its accounting, the commit hook, crash points, the
+        checkpoint when one is due, and the source ack (strictly after the commit). The sink
+        stage is counted from `t_sink` (the commit's start, or the start of the wait for it)."""
+        res, commit_s = timed
+        seq = bw.seq
+        op = self.op
+        self.result.sink_commit_s += commit_s
         self.result.batches += 1
         self.result.facts_written += res.written
         self.result.facts_noop += res.noop
@@ -360,9 +452,9 @@ class Worker:
                         ", ".join(res.rejected_keys[:5]))
         if self.spec.on_batch_committed is not None:
             self.spec.on_batch_committed(op, self.store, bw)
-        stages["sink"] += clock() - t_sink
+        self.result.stage_seconds["sink"] += time.perf_counter() - t_sink
         self.crash.hit("after-sink-write")
-        if self.since_ckpt >= self.settings.checkpoint_every:
+        if checkpoint:
             self._checkpoint()
         self.crash.hit("before-ack")
         self.source.ack({k: (v[0], v[1]) for k, v in ranges.items()})

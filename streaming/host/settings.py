@@ -65,6 +65,13 @@ class RunSettings:
     # partition's later records nor the other partitions follow, is quarantined as
     # `arrival_time_jump` (docs/sources.md); None turns the check off.
     max_arrival_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US
+    # Overlapped commits: while one batch's transaction commits on a writer thread, the worker
+    # reads, decodes and runs the operator for the next (at most one batch in flight; the host
+    # loop settles it before every step whose order matters). Off unless asked for, on either
+    # store: on the shared two-core machine it measured no clear gain on PostgreSQL (the server
+    # and the worker compete for the same cores) and none on SQLite (the commit is in-process
+    # work that competes with the operator for the GIL); docs/performance.md, fifth round.
+    overlap_commits: bool = False
 
     def describe(self) -> dict:
         return {"source": redact_url(self.source), "store": redact_url(self.store_url),
@@ -72,6 +79,7 @@ class RunSettings:
                 "crash_at": f"{self.crash_at[0]}:{self.crash_at[1]}" if self.crash_at else None,
                 "idle_after_us": self.idle_after_us, "end_of_stream": self.end_of_stream,
                 "ttl_us": self.ttl_us, "max_arrival_jump_us": self.max_arrival_jump_us,
+                "overlap_commits": self.overlap_commits,
                 **({"throttle": self.throttle.describe()} if self.throttle else {}),
                 **self.extra}
 

@@ -1,0 +1,220 @@
+"""Overlapped commits (RunSettings.overlap_commits): a batch commits on the writer thread while
+the worker runs the next one. On PostgreSQL (the store it is meant for) an overlapped run leaves
+exactly what a serial run leaves, its crash points, checkpoints and acks come in the serial
+order, a crash at any point recovers to the serial result, and a failed commit surfaces in the
+worker's thread with nothing after it acknowledged or checkpointed."""
+
+from __future__ import annotations
+
+import threading
+import zlib
+
+import orjson
+import pytest
+from sqlalchemy import select
+
+from streaming.host import loop as host_loop
+from streaming.host.crash import CRASH_POINTS, CrashInjector
+from streaming.host.settings import RunSettings
+from streaming.store import schema as S
+from streaming.store.ops import Store
+
+from .conftest import FreshPostgres, need_service
+from .joinutil import pairs, run_join
+from .receiptsutil import riskstream
+
+# Small batches against a checkpoint every three: two of every three batches overlap.
+RUN = {"checkpoint_every": 120, "batch_size": 40, "end_of_stream": True}
+ARGS = ["--checkpoint-every", "120", "--batch-size", "40", "--end-of-stream", "--quiet"]
+
+
+@pytest.fixture
+def fresh_pg():
+    need_service("PostgreSQL", "127.0.0.1", 5432)
+    pg = FreshPostgres()
+    yield pg.new_url
+    pg.drop_all()
+
+
+def outputs(url: str) -> dict:
+    """Everything a run leaves that must not depend on how its commits were scheduled (the
+    wall-clock columns left out: creation times, commit times, checkpoint durations)."""
+    store = Store(url)
+    try:
+        facts = [(f["fact_key"], f["kind"], f["logical_key"], f["status"], f["payload_hash"],
+                  f["payload"], f["predecessor_key"], f["batch_seq"], f["generation_id"])
+                 for f in store.facts("join")]
+        view = sorted(tuple(sorted(r.items())) for kind in ("pair", "outcome")
+                      for r in store.current("join", kind))
+        journal = [{k: v for k, v in e.items() if k not in ("id", "committed_at")}
+                   for e in store.journal_after("join", 0)]
+        archive = store.rows(select(S.archive).order_by(S.archive.c.batch_seq,
+                                                         S.archive.c.topic,
+                                                         S.archive.c.partition,
+                                                         S.archive.c.offset))
+        checkpoints = []
+        for ck in store.rows(select(S.checkpoints).order_by(S.checkpoints.c.id)):
+            checkpoints.append((ck["journal_seq"], ck["serializer"], ck["state_schema"],
+                                orjson.loads(zlib.decompress(ck["state"]))))
+        return {
+            "facts": facts, "view": view, "journal": journal,
+            "archive": [{k: v for k, v in r.items() if k != "id"} for r in archive],
+            "quarantine": [{k: v for k, v in r.items() if k != "id"}
+                           for r in store.quarantine_rows("join")],
+            "accounting": store.accounting("join"),
+            "checkpoints": checkpoints,
+            "sink_exceptions": store.sink_exception_rows("join"),
+            "pair_ids": sorted(r["pair_id"] for r in pairs(url, include_retired=True)),
+        }
+    finally:
+        store.dispose()
+
+
+def test_commits_are_serial_unless_asked_and_the_run_records_the_choice():
+    for url in ("postgresql://h/db", "sqlite:///x.sqlite"):
+        assert RunSettings(source="x", store_url=url).overlap_commits is False
+        assert RunSettings(source="x", store_url=url).describe()["overlap_commits"] is False
+    told = RunSettings(source="x", store_url="postgresql://h/db", overlap_commits=True)
+    assert told.describe()["overlap_commits"] is True
+
+
+def test_overlapped_run_leaves_what_a_serial_run_leaves(seed_dir, store_factory):
+    """On either store (SQLite runs it only when asked to)."""
+    src, _ = seed_dir
+    serial_url, overlap_url = store_factory(), store_factory()
+    serial = run_join(src, serial_url, overlap_commits=False, **RUN)
+    overlapped = run_join(src, overlap_url, overlap_commits=True, **RUN)
+    assert serial.overlapped_batches == 0
+    assert overlapped.overlapped_batches > 0
+    # Batches that end in a checkpoint and the end of stream commit serially.
+    assert overlapped.overlapped_batches < overlapped.batches == serial.batches
+    for field in ("records", "facts_written", "facts_noop", "facts_rejected", "checkpoints"):
+        assert getattr(overlapped, field) == getattr(serial, field), field
+    assert overlapped.sink_commit_s > 0
+    a, b = outputs(serial_url), outputs(overlap_url)
+    assert a["facts"] and a["checkpoints"] and a["pair_ids"]
+    assert all(r["closes"] for r in b["accounting"])
+    for key in a:
+        assert b[key] == a[key], key
+
+
+class _Recorder:
+    """The order of what a run does that others can see: commits (as they end, on whichever
+    thread), crash points, checkpoints and acks, each with its journal batch number."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.events: list[tuple] = []
+        self.commit_threads: set[str] = set()
+        rec = self
+        real_commit = Store.commit_batch
+        real_checkpoint = host_loop.Worker._checkpoint
+        real_open = host_loop.Worker._open_source
+        real_hit = CrashInjector.hit
+
+        def commit_batch(store, b, before_commit=None):
+            res = real_commit(store, b, before_commit)
+            rec.commit_threads.add(threading.current_thread().name)
+            rec.events.append(("commit", b.seq))
+            return res
+
+        def checkpoint(worker):
+            rec.events.append(("checkpoint", worker.seq))
+            real_checkpoint(worker)
+
+        def open_source(worker):
+            source = real_open(worker)
+            real_ack = source.ack
+
+            def ack(ranges):
+                rec.events.append(("ack", tuple(sorted(ranges.items()))))
+                real_ack(ranges)
+            source.ack = ack
+            return source
+
+        def hit(injector, point):
+            rec.events.append(("crash-point", point))
+            real_hit(injector, point)
+
+        monkeypatch.setattr(Store, "commit_batch", commit_batch)
+        monkeypatch.setattr(host_loop.Worker, "_checkpoint", checkpoint)
+        monkeypatch.setattr(host_loop.Worker, "_open_source", open_source)
+        monkeypatch.setattr(CrashInjector, "hit", hit)
+
+
+def test_crash_points_checkpoints_and_acks_keep_the_serial_order(seed_dir, fresh_pg,
+                                                                  monkeypatch):
+    src, _ = seed_dir
+    serial = _Recorder(monkeypatch)
+    run_join(src, fresh_pg(), overlap_commits=False, **RUN)
+    monkeypatch.undo()  # the second recorder wraps the real functions, not the first one
+    overlapped = _Recorder(monkeypatch)
+    res = run_join(src, fresh_pg(), overlap_commits=True, **RUN)
+    assert res.overlapped_batches > 0
+    assert len(serial.events) > 20
+    assert overlapped.events == serial.events
+    # The overlapped run's commits did run on the writer thread.
+    assert any(name.startswith("join-writer") for name in overlapped.commit_threads)
+    assert serial.commit_threads == {threading.main_thread().name}
+
+
+def test_a_failed_commit_surfaces_and_nothing_after_it_is_acked(seed_dir, fresh_pg,
+                                                                 monkeypatch):
+    src, _ = seed_dir
+    url = fresh_pg()
+    rec = _Recorder(monkeypatch)
+    recorded_commit = Store.commit_batch
+    failing_seq = 5  # batch 6 ends in a checkpoint; 4 and 5 overlap
+
+    def commit_batch(store, b, before_commit=None):
+        if b.seq == failing_seq:
+            assert threading.current_thread() is not threading.main_thread()
+            raise RuntimeError("the server went away mid-commit")
+        return recorded_commit(store, b, before_commit)
+
+    monkeypatch.setattr(Store, "commit_batch", commit_batch)
+    with pytest.raises(RuntimeError, match="the server went away mid-commit"):
+        run_join(src, url, overlap_commits=True, **RUN)
+    commits = [seq for kind, seq in rec.events if kind == "commit"]
+    assert commits == [1, 2, 3, 4]
+    acks = [e for e in rec.events if e[0] == "ack"]
+    assert len(acks) == 4  # batches 1-4, each after its own commit
+    last_commit = rec.events.index(("commit", 4))
+    after = rec.events[last_commit + 1:]
+    # Batch 4's own steps, then batch 5 reached its candidate point and nothing more.
+    assert after == [("crash-point", "after-sink-write"), ("crash-point", "before-ack"),
+                     acks[-1], ("crash-point", "after-candidate")]
+    assert [e for e in rec.events if e[0] == "checkpoint"] == [("checkpoint", 3)]
+    store = Store(url)
+    try:
+        assert store.last_journal_seq("join") == 4
+        assert [c["journal_seq"] for c in store.checkpoints("join")] == [3]
+    finally:
+        store.dispose()
+    # The next run resumes from what was committed and ends where a serial run ends.
+    monkeypatch.undo()
+    run_join(src, url, overlap_commits=True, **RUN)
+    reference = fresh_pg()
+    run_join(src, reference, overlap_commits=False, **RUN)
+    got, want = outputs(url), outputs(reference)
+    for key in ("facts", "view", "accounting", "pair_ids", "sink_exceptions"):
+        assert got[key] == want[key], key
+
+
+@pytest.mark.parametrize("point,k", [(p, k) for p in CRASH_POINTS for k in (1, 2, 4)
+                                     if not (p == "during-checkpoint" and k == 4)])
+def test_crash_with_overlap_recovers_to_the_serial_result(point, k, seed_dir, fresh_pg):
+    src, _ = seed_dir
+    reference = fresh_pg()
+    riskstream("join", "run", "--source", src, "--store", reference, "--serial-commits", *ARGS)
+    url = fresh_pg()
+    crashed = riskstream("join", "run", "--source", src, "--store", url, "--overlap-commits",
+                         *ARGS, "--crash-at", f"{point}:{k}", check=False)
+    assert crashed.returncode == 137, crashed.stderr
+    assert f"crash injected at {point}:{k}" in crashed.stderr
+    resumed = riskstream("join", "run", "--source", src, "--store", url, "--overlap-commits",
+                         *ARGS)
+    assert resumed.returncode == 0, resumed.stderr
+    got, want = outputs(url), outputs(reference)
+    for key in ("facts", "view", "accounting", "pair_ids", "sink_exceptions", "quarantine"):
+        assert got[key] == want[key], key
+    assert all(r["closes"] for r in got["accounting"])
