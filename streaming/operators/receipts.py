@@ -133,6 +133,11 @@ class ReceiptScorer:
         # receipt_id -> [revision, payload_hash, occurred_us] for duplicate detection (receipts
         # carry no revision field: every record is revision 1)
         self.ids = IdentityIndex(time_slot=ID_T)
+        # The identities as checkpointed, kept from one snapshot to the next (rows are never
+        # changed in place, only added and forgotten), so a snapshot builds only the entries
+        # remembered since the last one rather than every identity of the dedup horizon.
+        self._ck_ids: dict[str, list[Any]] = {}
+        self._ck_added: list[str] = []  # remembered since the last snapshot, in order
         self.pending: list[tuple[int, str]] = []  # (t, id) not yet scored
         # (earliest occurred_us, merchant) per merchant with entries; entries are sorted by
         # time, so what falls below the retention bound is a prefix evicted in one cut. A
@@ -178,6 +183,7 @@ class ReceiptScorer:
         # Remembered for the dedup horizon whatever becomes of the receipt.
         self.ids.remember(rec.id, [rec.revision, rec.payload_hash, t])
         self.ids.may_forget(rec.id, t)
+        self._ck_added.append(rec.id)
         p = rec.payload
         if self._overflows(rec.key, t, p["amount_cents"]):
             # Its merchant's 7-minute sums would leave the 64-bit range: it joins no state and
@@ -354,12 +360,25 @@ class ReceiptScorer:
                       "pin_seq": self.pin_seq} if self.model else None,
             "tolerance_us": self.tolerance, "wm": self.wm,
             "merchants": {m: lst for m, lst in self.by_merchant.items()},
-            # Checkpointed as receipt_id -> [payload_hash, occurred_us] (every revision is 1),
-            # the rows' tail cut in C.
-            "ids": dict(zip(self.ids.rows, map(_CHECKPOINTED_ID, self.ids.rows.values()))),
+            "ids": self._checkpointed_ids(),
             "pending": [list(p) for p in self.pending],
             "counters": self.counters, "peak": self.peak,
         }
+
+    def _checkpointed_ids(self) -> dict[str, list[Any]]:
+        """receipt_id -> [payload_hash, occurred_us] (every revision is 1), in the identity
+        index's order: what was forgotten since the last snapshot leaves, what was remembered
+        since goes (back) to the end, as it did in the index."""
+        ck, rows = self._ck_ids, self.ids.rows
+        for rid in ck.keys() - rows.keys():
+            del ck[rid]
+        for rid in self._ck_added:
+            ck.pop(rid, None)
+            row = rows.get(rid)
+            if row is not None:
+                ck[rid] = _CHECKPOINTED_ID(row)
+        self._ck_added.clear()
+        return dict(ck)  # the caller's copy: later records change `ck`
 
     def restore(self, snap: dict[str, Any]) -> None:
         m = snap["model"]
@@ -387,6 +406,8 @@ class ReceiptScorer:
         self.ids = IdentityIndex(time_slot=ID_T)
         self.ids.load({k: [1, h, t] for k, (h, t) in snap["ids"].items()},
                       [(t, k) for k, (_, t) in snap["ids"].items()])
+        self._ck_ids = dict(zip(self.ids.rows, map(_CHECKPOINTED_ID, self.ids.rows.values())))
+        self._ck_added = []
         self.pending = [tuple(p) for p in snap["pending"]]
         heapq.heapify(self.pending)
         self.counters = dict(snap["counters"])
