@@ -406,7 +406,7 @@ class ReceiptScorer:
         self.ids = IdentityIndex(time_slot=ID_T)
         self.ids.load({k: [1, h, t] for k, (h, t) in snap["ids"].items()},
                       [(t, k) for k, (_, t) in snap["ids"].items()])
-        self._ck_ids = dict(zip(self.ids.rows, map(_CHECKPOINTED_ID, self.ids.rows.values())))
+        self._ck_ids = {k: _CHECKPOINTED_ID(v) for k, v in self.ids.rows.items()}
         self._ck_added = []
         self.pending = [tuple(p) for p in snap["pending"]]
         heapq.heapify(self.pending)
