@@ -99,3 +99,28 @@ def test_appended_source_continues_from_checkpoint(seed_dir, tmp_path, sqlite_ur
     whole = f"sqlite:///{tmp_path}/whole.sqlite"
     run_join(src, whole, end_of_stream=True)
     assert pair_set(sqlite_url) == pair_set(whole)
+
+
+def test_checkpoint_compressed_at_another_level_restores(seed_dir, tmp_path, sqlite_url):
+    """Checkpoints written before the compression level changed (zlib's default, or the
+    highest) restore and continue exactly: the level is not part of the serializer."""
+    import zlib
+
+    from streaming.host.checkpoints import COMPRESS_LEVEL
+    src, _ = seed_dir
+    whole = f"sqlite:///{tmp_path}/whole.sqlite"
+    run_join(src, whole, end_of_stream=True)
+    for level in {6, 9} - {COMPRESS_LEVEL}:
+        url = f"sqlite:///{tmp_path}/level{level}.sqlite"
+        run_join(src, url, checkpoint_every=200)
+        store = Store(url)
+        c = S.checkpoints.c
+        with store.engine.begin() as conn:
+            last, blob = conn.execute(select(c.id, c.state).order_by(c.id.desc()).limit(1)).one()
+            old = zlib.compress(zlib.decompress(blob), level)
+            assert old != blob  # really another encoding of the same state
+            conn.execute(update(S.checkpoints).where(c.id == last).values(state=old))
+        store.dispose()
+        resumed = run_join(src, url, end_of_stream=True)
+        assert resumed.records == 0  # restored at the end of the source, nothing re-read
+        assert pair_set(url) == pair_set(whole)

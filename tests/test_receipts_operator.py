@@ -166,3 +166,30 @@ def test_merchant_series_stay_sorted_with_equal_times_late_receipts_and_eviction
             assert op._amounts[m] == [e[AMOUNT] for e in lst]
     assert op.counters["evicted"] > 300 and op.counters["scored"] > 300
     assert op.counters["late_within_tolerance"] > 50
+
+
+def test_checkpointed_identities_follow_the_index_across_forgetting_and_reuploads():
+    """The identities a snapshot carries are kept from one snapshot to the next: they must be
+    the index's rows, in its order, whatever was forgotten (past the dedup horizon) or
+    remembered again (an ID re-uploaded after it was forgotten) in between."""
+    import random
+    rnd = random.Random(5)
+    op = ReceiptScorer(MODEL)
+    out = Emit()
+    minute, offset = 0.0, 0
+    for step in range(60):
+        for _ in range(rnd.randint(0, 30)):
+            minute += rnd.choice([0.5, 7.0, 90.0])
+            rid = f"r-{rnd.randint(0, 120)}"  # IDs come back, some after being forgotten
+            op.on_record(record(rcpt(rid, f"m-{rnd.randint(0, 4)}", minute,
+                                     cents=rnd.randint(1, 9000)), 0, offset), out)
+            offset += 1
+        op.on_watermark("receipts", wm(minute - 2), out)
+        if rnd.random() < 0.5:
+            snap = op.snapshot()
+            want = [(k, [v[1], v[2]]) for k, v in op.ids.rows.items()]
+            assert list(snap["ids"].items()) == want, step
+            again = ReceiptScorer(MODEL)
+            again.restore(orjson.loads(orjson.dumps(snap)))
+            assert orjson.dumps(again.snapshot()) == orjson.dumps(snap)
+    assert op.counters["evicted"] > 0 and len(op.ids) < offset  # identities were forgotten

@@ -19,7 +19,7 @@ import hashlib
 import math
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -93,6 +93,19 @@ class Model:
 
     revision: str
     artifact: dict
+    # What `score` reads of the artifact, taken out once per model rather than looked up per
+    # receipt: per feature (name, transform, weight, center, scale), then the intercept, the
+    # decimals and the two thresholds. Derived from `artifact`, so not compared.
+    _terms: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        a = self.artifact
+        feats = tuple((f, _TRANSFORMS[a["preprocessing"][f]["transform"]], a["weights"][f],
+                       a["preprocessing"][f]["center"], a["preprocessing"][f]["scale"])
+                      for f in a["features"])
+        pol = a["threshold_policy"]
+        object.__setattr__(self, "_terms", (feats, a["intercept"], a.get("score_decimals", 6),
+                                            pol["decline_at"], pol["review_at"]))
 
     @classmethod
     def from_artifact(cls, artifact: dict, expect_revision: str | None = None) -> Model:
@@ -104,19 +117,16 @@ class Model:
         return cls(rev, artifact)
 
     def score(self, features: dict) -> tuple[float, str]:
-        a = self.artifact
-        z = a["intercept"]
-        for f in a["features"]:
-            pre = a["preprocessing"][f]
-            x = _TRANSFORMS[pre["transform"]](features[f])
-            z += a["weights"][f] * (x - pre["center"]) / pre["scale"]
-        p = round(1.0 / (1.0 + math.exp(-z)), a.get("score_decimals", 6))
-        pol = a["threshold_policy"]
-        if p >= pol["decline_at"]:
+        feats, z, decimals, decline_at, review_at = self._terms
+        for f, transform, weight, center, scale in feats:
+            z += weight * (transform(features[f]) - center) / scale
+        p = round(1.0 / (1.0 + math.exp(-z)), decimals)
+        if p >= decline_at:
             return p, "decline"
-        if p >= pol["review_at"]:
+        if p >= review_at:
             return p, "review"
         return p, "approve"
+
 
 
 def resolve_model_dir(model_dir: str | None) -> str:

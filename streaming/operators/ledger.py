@@ -210,8 +210,10 @@ class LedgerOperator:
     def _is_final(self, hour_us: int) -> bool:
         return self.wm >= hour_us + US_PER_HOUR + self.retention
 
-    def _window(self, account: str, hour_us: int) -> Window:
-        k = window_logical_key(account, hour_us)
+    def _window(self, account: str, hour_us: int, key: str | None = None) -> Window:
+        """The open window of (account, hour), created if new; `key` is its logical key when
+        the caller has it already."""
+        k = key or window_logical_key(account, hour_us)
         w = self.windows.get(k)
         if w is None:
             w = self.windows[k] = Window(account, hour_us)
@@ -278,7 +280,9 @@ class LedgerOperator:
         if self._is_final(hour):
             self._route(rec, account, merchant, hour, [(account, hour)], "beyond_retention", out)
             return
-        if self._overflows(account, hour, p["amount_cents"]):
+        # Once per payment: the overflow check and the window lookup both need it.
+        key = window_logical_key(account, hour)
+        if self._overflows(account, hour, p["amount_cents"], key=key):
             self._route(rec, account, merchant, hour, [(account, hour)], AGGREGATE_OVERFLOW, out)
             return
         self.ids.remember(rec.id, [rec.revision, rec.payload_hash, account, hour, merchant, t,
@@ -286,17 +290,17 @@ class LedgerOperator:
         self.by_merchant.setdefault(merchant, []).append(rec.id)
         self.counters["payments_accepted"] += 1
         out.disposition(rec, ACCEPTED)
-        w = self._window(account, hour)
+        w = self._window(account, hour, key)
         w.add(rec.id, [rec.revision, merchant, p["amount_cents"], t, rec.size],
               self.cats.effective(merchant, t))
         self.held.hold(rec.size)
         self._changed(w, out)
 
-    def _overflows(self, account: str, hour: int, amount: int, leaving: str | None = None
-                   ) -> bool:
+    def _overflows(self, account: str, hour: int, amount: int, leaving: str | None = None,
+                   key: str | None = None) -> bool:
         """Would adding `amount` (and taking payment `leaving` out) push the window's total
-        out of the 64-bit range?"""
-        w = self.windows.get(window_logical_key(account, hour))
+        out of the 64-bit range? `key` is the window's logical key when the caller has it."""
+        w = self.windows.get(key or window_logical_key(account, hour))
         if w is None:
             return not fits_int64(amount)
         total = w.total + amount

@@ -39,6 +39,9 @@ def _rng(v: list[Any]) -> str:
 class CategoryVersions:
     def __init__(self) -> None:
         self.by_merchant: dict[str, list[list[Any]]] = {}
+        # Per merchant, its versions' `from` in the same order: the lookup of every payment
+        # bisects plain ints rather than calling a key function per probe (derived).
+        self._froms: dict[str, list[int]] = {}
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.by_merchant.values())
@@ -81,14 +84,16 @@ class CategoryVersions:
         versions = self.by_merchant.setdefault(merchant, [])
         versions.append(v)
         versions.sort(key=lambda x: x[FROM])
+        self._froms[merchant] = [x[FROM] for x in versions]
 
     def effective(self, merchant: str, t: int) -> list[Any] | None:
-        versions = self.by_merchant.get(merchant)
-        if not versions:
+        froms = self._froms.get(merchant)
+        if not froms:
             return None
-        i = bisect_right(versions, t, key=lambda x: x[FROM]) - 1
+        i = bisect_right(froms, t) - 1
         if i < 0:
             return None
+        versions = self.by_merchant[merchant]
         v = versions[i]
         end = v[TO]
         if end is None:
@@ -102,6 +107,7 @@ class CategoryVersions:
     def restore(cls, snap: dict[str, Any]) -> CategoryVersions:
         c = cls()
         c.by_merchant = {m: [list(v) for v in vs] for m, vs in snap.items()}
+        c._froms = {m: [v[FROM] for v in vs] for m, vs in c.by_merchant.items()}
         return c
 
 

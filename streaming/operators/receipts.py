@@ -23,11 +23,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import hashlib
 import heapq
 from bisect import bisect_left
+from functools import lru_cache
 from itertools import accumulate
+from operator import itemgetter
 
-from ..contracts import Record, payload_hash
+import orjson
+
+from ..contracts import Record
 from ..models.registry import Model
 from ..state import Held
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
@@ -49,13 +54,15 @@ RETENTION_US = TOLERANCE_US + WINDOW_US  # state below wm - 12 min is no longer 
 
 KIND = "decision"
 # Fields of a decision payload that describe the run, not the decision: excluded from its hash
-# so a replay at another batch boundary is a no-op at the sink.
+# so a replay at another batch boundary is a no-op at the sink. It sorts after every business
+# field, which lets `decision_fact` append it to the hashed encoding (see there).
 RUN_FIELDS = ("watermark",)
 
 # Entry layout (lists, for compact snapshots):
 T, ID, AMOUNT, STORE, REV, CNT, AMT, MODEL, STATE, SIZE = range(10)  # SIZE: source bytes
 PENDING, SCORED, HISTORY = 0, 1, 2  # HISTORY: a reconciliation record, never scored live
 ID_T = 2  # identity row (operators.identity): [revision, payload_hash, occurred_us]
+_CHECKPOINTED_ID = itemgetter(slice(HASH, ID_T + 1))  # [payload_hash, occurred_us] of a row
 
 
 def decision_key(receipt_id: str, scoring_revision: int) -> str:
@@ -70,7 +77,7 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     score, decision = model.score({"feature_count_7m": count, "feature_amount_7m": amount_7m,
                                    "amount_cents": amount_cents})
     occurred = us_to_iso(occurred_us)
-    payload = {
+    business = {
         "receipt_id": receipt_id, "merchant_id": merchant_id, "store_id": store_id,
         "occurred_at": occurred, "amount_cents": amount_cents,
         "scoring_revision": scoring_revision, "model_revision": model.revision,
@@ -78,11 +85,25 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
         "feature_amount_7m": amount_7m, "state_cutoff": occurred,
         "status": status, "origin": origin, "reason": reason,
     }
-    business = dict(payload)
-    payload["watermark"] = us_to_iso(watermark_us)
+    # One canonical encoding serves both the hash and the stored JSON: the run field sorts
+    # last, so the stored document is the hashed one with it appended before the closing brace
+    # (the bytes the sink's own sorted encoding of `payload` would give).
+    raw = orjson.dumps(business, option=orjson.OPT_SORT_KEYS)
+    wm_iso, wm_tail = _watermark_field(watermark_us)
+    payload = business.copy()
+    payload["watermark"] = wm_iso
     pred = decision_key(receipt_id, predecessor_revision) if predecessor_revision else None
     return Fact(decision_key(receipt_id, scoring_revision), KIND, receipt_id, status, payload,
-                payload_hash(business), pred)
+                hashlib.blake2b(raw, digest_size=16).hexdigest(), pred,
+                (raw[:-1] + wm_tail).decode())
+
+
+@lru_cache(maxsize=64)
+def _watermark_field(watermark_us: int) -> tuple[str, bytes]:
+    """The watermark as rendered and as the JSON tail `,"watermark":...}` (every decision of a
+    batch carries the same one, so it is rendered once)."""
+    iso = us_to_iso(watermark_us)
+    return iso, b',"watermark":' + orjson.dumps(iso) + b"}"
 
 
 class ReceiptScorer:
@@ -103,14 +124,25 @@ class ReceiptScorer:
         # window lookups bisect plain ints and sum a slice in C (derived, not checkpointed).
         self._times: dict[str, list[int]] = {}
         self._amounts: dict[str, list[int]] = {}
+        # Per merchant, a bound on the magnitude of the amounts it holds (the largest seen since
+        # its entries were last all evicted): the cheap half of the overflow check (derived).
+        self._max_abs: dict[str, int] = {}
         self.entries: dict[str, list[Any]] = {}  # receipt_id -> entry (also in by_merchant)
         self.held = Held()  # the entries' records and source bytes
         self.merchant_of: dict[str, str] = {}
         # receipt_id -> [revision, payload_hash, occurred_us] for duplicate detection (receipts
         # carry no revision field: every record is revision 1)
         self.ids = IdentityIndex(time_slot=ID_T)
+        # The identities as checkpointed, kept from one snapshot to the next (rows are never
+        # changed in place, only added and forgotten), so a snapshot builds only the entries
+        # remembered since the last one rather than every identity of the dedup horizon.
+        self._ck_ids: dict[str, list[Any]] = {}
+        self._ck_added: list[str] = []  # remembered since the last snapshot, in order
         self.pending: list[tuple[int, str]] = []  # (t, id) not yet scored
-        self._evict: list[tuple[int, str, str]] = []  # (t, merchant, id)
+        # (earliest occurred_us, merchant) per merchant with entries; entries are sorted by
+        # time, so what falls below the retention bound is a prefix evicted in one cut. A
+        # merchant's row goes stale when its first entry changes (a new row is pushed then).
+        self._evict: list[tuple[int, str]] = []
         self.counters = {"accepted": 0, "duplicates": 0, "conflicts": 0, "scored": 0,
                          "late_within_tolerance": 0, "beyond_allowed_delay": 0,
                          "rescored_live": 0, "evicted": 0}
@@ -151,6 +183,7 @@ class ReceiptScorer:
         # Remembered for the dedup horizon whatever becomes of the receipt.
         self.ids.remember(rec.id, [rec.revision, rec.payload_hash, t])
         self.ids.may_forget(rec.id, t)
+        self._ck_added.append(rec.id)
         p = rec.payload
         if self._overflows(rec.key, t, p["amount_cents"]):
             # Its merchant's 7-minute sums would leave the 64-bit range: it joins no state and
@@ -201,10 +234,13 @@ class ReceiptScorer:
         lst.insert(i, e)
         times.insert(i, t)
         self._amounts.setdefault(rec.key, []).insert(i, amount)
+        if abs(amount) > self._max_abs.get(rec.key, -1):
+            self._max_abs[rec.key] = abs(amount)
         self.entries[rec.id] = e
         self.held.hold(rec.size)
         self.merchant_of[rec.id] = rec.key
-        heapq.heappush(self._evict, (rec.event_us, rec.key, rec.id))
+        if i == 0:
+            heapq.heappush(self._evict, (t, rec.key))
         return e
 
     def _overflows(self, merchant: str, t: int, amount: int) -> bool:
@@ -219,13 +255,13 @@ class ReceiptScorer:
         end = bisect_left(times, t + WINDOW_US + 1, lo)
         if lo == end:
             return False
-        amounts = self._amounts[merchant][lo:end]
         # Every sum checked below adds some of these amounts and perhaps `amount`: when even
-        # all of them at the largest magnitude fit, none can leave the range. That bound is
-        # taken in C; the exact walk (Python, per later receipt) runs only when it fails.
-        if (end - lo) * max(max(amounts), -min(amounts)) + abs(amount) <= INT64_MAX:
+        # all of them at the merchant's largest magnitude fit, none can leave the range. That
+        # bound is kept per merchant; the exact walk (Python, per later receipt) runs only when
+        # it fails.
+        if (end - lo) * self._max_abs[merchant] + abs(amount) <= INT64_MAX:
             return False
-        prefix = [0, *accumulate(amounts)]
+        prefix = [0, *accumulate(self._amounts[merchant][lo:end])]
         own = prefix[bisect_left(times, t, lo, end) - lo]
         if not fits_int64(own):
             return True
@@ -291,22 +327,24 @@ class ReceiptScorer:
 
     def _evict_below(self, bound: int) -> None:
         heap = self._evict
+        entries, merchant_of, held = self.entries, self.merchant_of, self.held
         while heap and heap[0][0] < bound:
-            t, merchant, rid = heapq.heappop(heap)
-            e = self.entries.pop(rid, None)
-            if e is None:
-                continue
+            t, merchant = heapq.heappop(heap)
+            times = self._times.get(merchant)
+            if not times or times[0] != t:
+                continue  # stale: the merchant's first entry changed and has its own row
+            k = bisect_left(times, bound)
             lst = self.by_merchant[merchant]
-            times = self._times[merchant]
-            j = bisect_left(times, t)
-            while lst[j][ID] != rid:  # among equal times
-                j += 1
-            del lst[j], times[j], self._amounts[merchant][j]
-            if not lst:
+            for e in lst[:k]:
+                del entries[e[ID]], merchant_of[e[ID]]
+                held.release(e[SIZE])
+            self.counters["evicted"] += k
+            if k == len(lst):
                 del self.by_merchant[merchant], self._times[merchant], self._amounts[merchant]
-            del self.merchant_of[rid]
-            self.held.release(e[SIZE])
-            self.counters["evicted"] += 1
+                del self._max_abs[merchant]
+            else:
+                del lst[:k], times[:k], self._amounts[merchant][:k]
+                heapq.heappush(heap, (times[0], merchant))
         self.ids.evict_before(bound - DEDUP_HORIZON_US if bound < POS_INF else NEG_INF)
 
     def on_clock(self, clock_us: int, out: Emit) -> None:
@@ -322,11 +360,25 @@ class ReceiptScorer:
                       "pin_seq": self.pin_seq} if self.model else None,
             "tolerance_us": self.tolerance, "wm": self.wm,
             "merchants": {m: lst for m, lst in self.by_merchant.items()},
-            # Checkpointed as receipt_id -> [payload_hash, occurred_us] (every revision is 1).
-            "ids": {k: [v[HASH], v[ID_T]] for k, v in self.ids.rows.items()},
+            "ids": self._checkpointed_ids(),
             "pending": [list(p) for p in self.pending],
             "counters": self.counters, "peak": self.peak,
         }
+
+    def _checkpointed_ids(self) -> dict[str, list[Any]]:
+        """receipt_id -> [payload_hash, occurred_us] (every revision is 1), in the identity
+        index's order: what was forgotten since the last snapshot leaves, what was remembered
+        since goes (back) to the end, as it did in the index."""
+        ck, rows = self._ck_ids, self.ids.rows
+        for rid in ck.keys() - rows.keys():
+            del ck[rid]
+        for rid in self._ck_added:
+            ck.pop(rid, None)
+            row = rows.get(rid)
+            if row is not None:
+                ck[rid] = _CHECKPOINTED_ID(row)
+        self._ck_added.clear()
+        return dict(ck)  # the caller's copy: later records change `ck`
 
     def restore(self, snap: dict[str, Any]) -> None:
         m = snap["model"]
@@ -340,20 +392,22 @@ class ReceiptScorer:
                             for k, v in snap["merchants"].items()}
         self._times = {k: [e[T] for e in v] for k, v in self.by_merchant.items()}
         self._amounts = {k: [e[AMOUNT] for e in v] for k, v in self.by_merchant.items()}
+        self._max_abs = {k: max(map(abs, v)) for k, v in self._amounts.items() if v}
         self.entries = {}
         self.merchant_of = {}
-        self._evict = []
+        self._evict = [(lst[0][T], merchant) for merchant, lst in self.by_merchant.items() if lst]
+        heapq.heapify(self._evict)
         self.held = Held()
         for merchant, lst in self.by_merchant.items():
             for e in lst:
                 self.entries[e[ID]] = e
                 self.held.hold(e[SIZE])
                 self.merchant_of[e[ID]] = merchant
-                self._evict.append((e[T], merchant, e[ID]))
-        heapq.heapify(self._evict)
         self.ids = IdentityIndex(time_slot=ID_T)
         self.ids.load({k: [1, h, t] for k, (h, t) in snap["ids"].items()},
                       [(t, k) for k, (_, t) in snap["ids"].items()])
+        self._ck_ids = {k: _CHECKPOINTED_ID(v) for k, v in self.ids.rows.items()}
+        self._ck_added = []
         self.pending = [tuple(p) for p in snap["pending"]]
         heapq.heapify(self.pending)
         self.counters = dict(snap["counters"])

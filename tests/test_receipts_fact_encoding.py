@@ -1,0 +1,116 @@
+"""A decision fact is encoded once: its hash is the hash of its stored JSON (less the run
+fields), and both equal what the straightforward encoding (a dict hashed, then the whole payload
+encoded again by the sink) gives, on generated decisions and under every kind of model."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streaming.models.registry import _TRANSFORMS, INITIAL_ARTIFACT, Model
+from streaming.operators.receipts import RUN_FIELDS, decision_fact, decision_key
+from streaming.store.ops import dumps
+from streaming.timeutil import NEG_INF, POS_INF, us_to_iso
+
+STRICT = {**INITIAL_ARTIFACT, "intercept": -0.4,
+          "threshold_policy": {"review_at": 0.3, "decline_at": 0.6}, "score_decimals": 4}
+MODELS = [Model.from_artifact(INITIAL_ARTIFACT), Model.from_artifact(STRICT)]
+
+
+def reference_score(model: Model, features: dict) -> tuple[float, str]:
+    """The score read straight from the artifact, term by term."""
+    a = model.artifact
+    z = a["intercept"]
+    for f in a["features"]:
+        pre = a["preprocessing"][f]
+        x = _TRANSFORMS[pre["transform"]](features[f])
+        z += a["weights"][f] * (x - pre["center"]) / pre["scale"]
+    p = round(1.0 / (1.0 + math.exp(-z)), a.get("score_decimals", 6))
+    pol = a["threshold_policy"]
+    if p >= pol["decline_at"]:
+        return p, "decline"
+    if p >= pol["review_at"]:
+        return p, "review"
+    return p, "approve"
+
+
+def reference_fact(kw: dict) -> tuple[str, str, dict]:
+    """(hash, stored JSON, payload) as encoded twice: business dict hashed, payload dumped."""
+    model = kw["model"]
+    score, decision = reference_score(model, {"feature_count_7m": kw["count"],
+                                              "feature_amount_7m": kw["amount_7m"],
+                                              "amount_cents": kw["amount_cents"]})
+    occurred = us_to_iso(kw["occurred_us"])
+    business = {
+        "receipt_id": kw["receipt_id"], "merchant_id": kw["merchant_id"],
+        "store_id": kw["store_id"], "occurred_at": occurred, "amount_cents": kw["amount_cents"],
+        "scoring_revision": kw["scoring_revision"], "model_revision": model.revision,
+        "score": score, "decision": decision, "feature_count_7m": kw["count"],
+        "feature_amount_7m": kw["amount_7m"], "state_cutoff": occurred,
+        "status": kw["status"], "origin": kw["origin"], "reason": kw["reason"]}
+    payload = {**business, "watermark": us_to_iso(kw["watermark_us"])}
+    h = hashlib.blake2b(orjson.dumps(business, option=orjson.OPT_SORT_KEYS),
+                        digest_size=16).hexdigest()
+    return h, dumps(payload), payload
+
+
+text = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
+times = st.integers(-(2 ** 50), 2 ** 52)
+decisions = st.fixed_dictionaries({
+    "receipt_id": text, "merchant_id": text, "store_id": text,
+    "occurred_us": times,
+    "amount_cents": st.integers(-(2 ** 63), 2 ** 63 - 1),
+    "scoring_revision": st.integers(1, 50),
+    "model": st.sampled_from(MODELS),
+    "count": st.integers(0, 10_000),
+    "amount_7m": st.integers(-(2 ** 63), 2 ** 63 - 1),
+    "watermark_us": st.one_of(times, st.sampled_from([NEG_INF, POS_INF])),
+    "status": st.sampled_from(["live", "rescored", "reconciled", "repinned"]),
+    "origin": st.sampled_from(["live", "reconciliation", "repin"]),
+    "reason": text,
+    "predecessor_revision": st.one_of(st.none(), st.integers(1, 49)),
+})
+
+
+@settings(max_examples=400, deadline=None)
+@given(decisions)
+def test_one_encoding_gives_the_reference_hash_json_and_decision(kw):
+    fact = decision_fact(**kw)
+    h, stored, payload = reference_fact(kw)
+    assert fact.payload_json == stored
+    assert fact.payload_hash == h
+    assert fact.payload == payload
+    assert fact.fact_key == decision_key(kw["receipt_id"], kw["scoring_revision"])
+    pred = kw["predecessor_revision"]
+    assert fact.predecessor_key == (decision_key(kw["receipt_id"], pred) if pred else None)
+    # The hash is the hash of the stored JSON with the run fields taken out.
+    doc = orjson.loads(fact.payload_json)
+    assert set(RUN_FIELDS) <= set(doc)
+    business = {k: v for k, v in doc.items() if k not in RUN_FIELDS}
+    assert fact.payload_hash == hashlib.blake2b(
+        orjson.dumps(business, option=orjson.OPT_SORT_KEYS), digest_size=16).hexdigest()
+    # And the stored JSON is what the sink would have written from the payload itself.
+    assert fact.payload_json == dumps(fact.payload)
+
+
+def test_the_run_fields_sort_after_every_business_field():
+    """The single encoding appends the run fields at the end of the hashed document."""
+    kw = {"receipt_id": "r", "merchant_id": "m", "store_id": "s", "occurred_us": 0,
+          "amount_cents": 1, "scoring_revision": 1, "model": MODELS[0], "count": 0,
+          "amount_7m": 0, "watermark_us": 0, "status": "live", "origin": "live", "reason": "x"}
+    keys = list(orjson.loads(decision_fact(**kw).payload_json))
+    assert keys[-len(RUN_FIELDS):] == sorted(RUN_FIELDS)
+    assert keys == sorted(keys)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(MODELS), st.integers(0, 5000), st.integers(-(2 ** 63), 2 ** 63 - 1),
+       st.integers(-(2 ** 63), 2 ** 63 - 1))
+def test_model_terms_read_once_score_like_the_artifact(model, count, amount_7m, amount):
+    features = {"feature_count_7m": count, "feature_amount_7m": amount_7m,
+                "amount_cents": amount}
+    assert model.score(features) == reference_score(model, features)
