@@ -216,7 +216,8 @@ def test_checkpoint_statistics_keep_the_read_back_on_the_unique_index(pg_url):
 
 
 def test_batch_work_mem_is_local_to_the_batch_transaction(pg_url):
-    from streaming.store.ops import BATCH_WORK_MEM
+    from streaming.store.ops import batch_work_mem
+    BATCH_WORK_MEM = batch_work_mem()
     store = Store(pg_url)
     try:
         with store.engine.connect() as conn:

@@ -3,10 +3,10 @@ quarantine reason per defect, canonical payload hashing and the published JSON S
 
 from .bounds import MAX_ABS_CENTS, MAX_ID_LENGTH, MAX_REVISION, SUPPORTED_SCHEMA_VERSIONS
 from .core import (CLOCK_FAULT_US, Contract, InvalidRecord, Record, canonical_hash, decode,
-                   parse_line, payload_hash, quarantine_text, validate)
+                   digest, parse_line, payload_hash, quarantine_text, validate)
 from .topics import CONTRACTS, MERCHANT_CATEGORY, PAYMENT, RECEIPT, RISK_SIGNAL, register
 
 __all__ = ["CLOCK_FAULT_US", "CONTRACTS", "Contract", "InvalidRecord", "MAX_ABS_CENTS",
            "MAX_ID_LENGTH", "MAX_REVISION", "MERCHANT_CATEGORY", "PAYMENT", "RECEIPT",
            "RISK_SIGNAL", "Record", "SUPPORTED_SCHEMA_VERSIONS", "canonical_hash", "decode",
-           "parse_line", "payload_hash", "quarantine_text", "register", "validate"]
+           "digest", "parse_line", "payload_hash", "quarantine_text", "register", "validate"]

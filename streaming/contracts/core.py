@@ -76,16 +76,20 @@ class InvalidRecord(Exception):
         self.detail = detail
 
 
+def digest(raw: bytes) -> str:
+    """The project's content hash: blake2b-128 of `raw`, as hex (payload hashes, pair IDs)."""
+    return _blake2b(raw, digest_size=16).hexdigest()
+
+
 def payload_hash(payload: dict[str, Any]) -> str:
     """Hash of a business payload: canonical JSON (sorted keys), blake2b-128."""
-    return hashlib.blake2b(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS),
-                           digest_size=16).hexdigest()
+    return digest(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS))
 
 
 def canonical_hash(payload: dict[str, Any]) -> tuple[str, str]:
     """(canonical JSON, its hash): the same bytes are hashed and stored, so they cannot drift."""
     raw = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
-    return raw.decode(), hashlib.blake2b(raw, digest_size=16).hexdigest()
+    return raw.decode(), digest(raw)
 
 
 def parse_line(line: bytes | str) -> dict[str, Any]:
@@ -259,7 +263,7 @@ def _record(c: Contract, s: msgspec.Struct, partition: int, offset: int,
     return Record(c.topic, partition, offset, payload[c.id_field],
                   payload[c.revision_field] if c.revision_field else 1,
                   payload[c.key_field], event_us, arrival_us, payload,
-                  _blake2b(raw, digest_size=16).hexdigest(), size, times, raw)
+                  digest(raw), size, times, raw)
 
 
 def _detail(name: str, value: object, message: str) -> str:

@@ -17,14 +17,13 @@ new version is still in state and the key is unchanged; otherwise the whole corr
 from __future__ import annotations
 
 from typing import Any, NamedTuple
-import hashlib
 import heapq
 import orjson
 from bisect import bisect_left, insort
 from collections.abc import Iterable
 from operator import attrgetter
 
-from ..contracts import Record
+from ..contracts import Record, digest
 from ..keys import compose, escape
 from ..state import KeyedSide
 from ..timeutil import NEG_INF, POS_INF, US_PER_MIN, us_to_iso
@@ -56,7 +55,7 @@ def _pair_id_escaped(rule_eid: str, payment_eid: str, payment_rev: int, signal_e
                      signal_rev: int) -> str:
     # The hashed text is the unambiguous composition of the five parts (see keys.compose).
     raw = f"{rule_eid}|{payment_eid}|{payment_rev}|{signal_eid}|{signal_rev}"
-    return hashlib.blake2b(raw.encode(), digest_size=16).hexdigest()
+    return digest(raw.encode())
 
 
 def pair_fact_key(payment_us: int, pid: str, action: str) -> str:
@@ -195,7 +194,6 @@ class Entry:
         return e
 
 
-_blake2b = hashlib.blake2b
 _size_of = attrgetter("size")  # in C: eviction sums the sizes of every evicted entry
 
 
@@ -401,16 +399,14 @@ class IntervalJoin:
         # cached parts (see `payment_parts`).
         pp = p.parts or self._payment_parts(p)
         sp = s.parts or self._signal_parts(s)
-        pid = _blake2b(f"{pp.pid_head}{sp.pid_tail}".encode(), digest_size=16).hexdigest()
+        pid = digest(f"{pp.pid_head}{sp.pid_tail}".encode())
         pjson = f"{pp.pair_head}{pid}{pp.pair_mid}{sp.pair_tail}"
         out.facts.append(Fact(
             f"{pp.fact_key_head}{pid}|publish", "pair", f"{p.eid}|{s.eid}|{self._rule_eid}",
             "current",
-            {"rule_version": self.rule_version, "pair_id": pid, "merchant_id": p.key,
-             "payment_id": p.id, "payment_rev": p.rev, "signal_id": s.id, "signal_rev": s.rev,
-             "payment_time": pp.time, "signal_time": sp.time, "amount_cents": pp.amount_cents,
-             "score": sp.score},
-            _blake2b(pjson.encode(), digest_size=16).hexdigest(), None, pjson))
+            pair_payload(self.rule_version, pid, p.key, p.id, p.rev, s.id, s.rev, pp.time,
+                         sp.time, pp.amount_cents, sp.score),
+            digest(pjson.encode()), None, pjson))
         p.matches[s.id] = pid
         s.matches[p.id] = pid
         self.counters["pairs_published"] += 1
@@ -442,10 +438,9 @@ class IntervalJoin:
         pjson = f"{pp.outcome_head}{n}{pp.outcome_mid}{_STATUS_TAIL[status]}"
         out.facts.append(Fact(
             f"{pp.outcome_key_head}{seq}", "outcome", p.id, status,
-            {"payment_id": p.id, "payment_rev": p.rev, "merchant_id": p.key,
-             "payment_time": pp.time, "amount_cents": pp.amount_cents, "status": status,
-             "match_count": n, "rule_version": self.rule_version},
-            _blake2b(pjson.encode(), digest_size=16).hexdigest(), None, pjson))
+            outcome_payload(p.id, p.rev, p.key, pp.time, pp.amount_cents, status, n,
+                            self.rule_version),
+            digest(pjson.encode()), None, pjson))
 
     # ------------------------------------------------------------------ records
     def on_record(self, rec: Record, out: Emit) -> None:

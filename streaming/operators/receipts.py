@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import hashlib
 import heapq
 from bisect import bisect_left
 from functools import lru_cache
@@ -32,7 +31,7 @@ from operator import itemgetter
 
 import orjson
 
-from ..contracts import Record
+from ..contracts import Record, digest
 from ..models.registry import Model
 from ..state import Held
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
@@ -94,7 +93,7 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     payload["watermark"] = wm_iso
     pred = decision_key(receipt_id, predecessor_revision) if predecessor_revision else None
     return Fact(decision_key(receipt_id, scoring_revision), KIND, receipt_id, status, payload,
-                hashlib.blake2b(raw, digest_size=16).hexdigest(), pred,
+                digest(raw), pred,
                 (raw[:-1] + wm_tail).decode())
 
 

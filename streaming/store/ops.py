@@ -424,13 +424,18 @@ ANALYZE_STATISTICS_TARGET = 30
 # PostgreSQL: memory for the batch transaction's sorts and hashes (the stage ordered by
 # position, the read-back join), so they stay in memory instead of spilling to temporary
 # files. Set local to the transaction (`set_config(..., true)`): the pooled connection and
-# every other statement keep the server's setting.
-BATCH_WORK_MEM = os.environ.get("RISKSTREAM_PG_BATCH_WORK_MEM", "256MB")
+# every other statement keep the server's setting. Read from the environment when a batch
+# is written (`RISKSTREAM_PG_BATCH_WORK_MEM`, a PostgreSQL memory size), not at import.
+DEFAULT_BATCH_WORK_MEM = "256MB"
+
+
+def batch_work_mem() -> str:
+    return os.environ.get("RISKSTREAM_PG_BATCH_WORK_MEM", DEFAULT_BATCH_WORK_MEM)
 
 
 def _batch_work_mem(conn: Connection) -> None:
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("SELECT set_config('work_mem', %s, true)", (BATCH_WORK_MEM,))
+        conn.exec_driver_sql("SELECT set_config('work_mem', %s, true)", (batch_work_mem(),))
 
 
 def _sqlite_path(url: str) -> str | None:
