@@ -1,12 +1,12 @@
-"""Overlapped commits (RunSettings.overlap_commits): a batch commits on the writer thread while
-the worker runs the next one. On PostgreSQL (the store it is meant for) an overlapped run leaves
-exactly what a serial run leaves, its crash points, checkpoints and acks come in the serial
-order, a crash at any point recovers to the serial result, and a failed commit surfaces in the
-worker's thread with nothing after it acknowledged or checkpointed."""
+"""Overlapped commits (RunSettings.overlap_commits): a batch commits in the writer process while
+the worker runs the next one. An overlapped run leaves exactly what a serial run leaves, its
+crash points, checkpoints and acks come in the serial order (each after its batch is in the
+store), a crash at any point recovers to the serial result, and a failed commit surfaces in the
+worker with nothing after it acknowledged or checkpointed."""
 
 from __future__ import annotations
 
-import threading
+import os
 import zlib
 
 import orjson
@@ -18,6 +18,7 @@ from streaming.host.crash import CRASH_POINTS, CrashInjector
 from streaming.host.settings import RunSettings
 from streaming.store import schema as S
 from streaming.store.ops import Store
+from streaming.store.writer_process import WriterFailed
 
 from .conftest import FreshPostgres, need_service
 from .joinutil import pairs, run_join
@@ -99,23 +100,21 @@ def test_overlapped_run_leaves_what_a_serial_run_leaves(seed_dir, store_factory)
 
 
 class _Recorder:
-    """The order of what a run does that others can see: commits (as they end, on whichever
-    thread), crash points, checkpoints and acks, each with its journal batch number."""
+    """The order of what a run does that others can see: each commit as the worker learns it
+    ended (with the newest batch the store holds at that moment), crash points, checkpoints
+    and acks, each with its journal batch number."""
 
     def __init__(self, monkeypatch) -> None:
         self.events: list[tuple] = []
-        self.commit_threads: set[str] = set()
         rec = self
-        real_commit = Store.commit_batch
+        real_committed = host_loop.Worker._committed
         real_checkpoint = host_loop.Worker._checkpoint
         real_open = host_loop.Worker._open_source
         real_hit = CrashInjector.hit
 
-        def commit_batch(store, b, before_commit=None):
-            res = real_commit(store, b, before_commit)
-            rec.commit_threads.add(threading.current_thread().name)
-            rec.events.append(("commit", b.seq))
-            return res
+        def committed(worker, timed, bw, *args):
+            rec.events.append(("commit", bw.seq, worker.store.last_journal_seq(bw.pipeline)))
+            real_committed(worker, timed, bw, *args)
 
         def checkpoint(worker):
             rec.events.append(("checkpoint", worker.seq))
@@ -135,50 +134,71 @@ class _Recorder:
             rec.events.append(("crash-point", point))
             real_hit(injector, point)
 
-        monkeypatch.setattr(Store, "commit_batch", commit_batch)
+        monkeypatch.setattr(host_loop.Worker, "_committed", committed)
         monkeypatch.setattr(host_loop.Worker, "_checkpoint", checkpoint)
         monkeypatch.setattr(host_loop.Worker, "_open_source", open_source)
         monkeypatch.setattr(CrashInjector, "hit", hit)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 def test_crash_points_checkpoints_and_acks_keep_the_serial_order(seed_dir, fresh_pg,
                                                                   monkeypatch):
     src, _ = seed_dir
     serial = _Recorder(monkeypatch)
-    run_join(src, fresh_pg(), overlap_commits=False, **RUN)
+    first = run_join(src, fresh_pg(), overlap_commits=False, **RUN)
     monkeypatch.undo()  # the second recorder wraps the real functions, not the first one
     overlapped = _Recorder(monkeypatch)
     res = run_join(src, fresh_pg(), overlap_commits=True, **RUN)
     assert res.overlapped_batches > 0
     assert len(serial.events) > 20
+    # Every commit is in the store (and no later batch is) when the worker goes on past it.
+    commits = [e for e in serial.events if e[0] == "commit"]
+    assert commits and all(seq == newest for _, seq, newest in commits)
     assert overlapped.events == serial.events
-    # The overlapped run's commits did run on the writer thread.
-    assert any(name.startswith("join-writer") for name in overlapped.commit_threads)
-    assert serial.commit_threads == {threading.main_thread().name}
+    # The overlapped run's commits ran in a process of their own, ended with the run.
+    assert first.writer_pid is None
+    assert res.writer_pid is not None and res.writer_pid != os.getpid()
+    assert _gone(res.writer_pid)
+
+
+def _fail_journal_insert(url: str, seq: int, message: str) -> None:
+    """A trigger that aborts the transaction writing batch `seq`'s journal row: a commit the
+    database itself refuses, in whichever process runs it."""
+    store = Store(url)
+    try:
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql(
+                "CREATE FUNCTION refuse_batch() RETURNS trigger LANGUAGE plpgsql AS "
+                f"$$ BEGIN RAISE EXCEPTION '{message}'; END $$")
+            conn.exec_driver_sql(
+                "CREATE TRIGGER refuse_batch BEFORE INSERT ON journal FOR EACH ROW "
+                f"WHEN (NEW.seq = {seq}) EXECUTE FUNCTION refuse_batch()")
+    finally:
+        store.dispose()
 
 
 def test_a_failed_commit_surfaces_and_nothing_after_it_is_acked(seed_dir, fresh_pg,
                                                                  monkeypatch):
     src, _ = seed_dir
     url = fresh_pg()
-    rec = _Recorder(monkeypatch)
-    recorded_commit = Store.commit_batch
     failing_seq = 5  # batch 6 ends in a checkpoint; 4 and 5 overlap
-
-    def commit_batch(store, b, before_commit=None):
-        if b.seq == failing_seq:
-            assert threading.current_thread() is not threading.main_thread()
-            raise RuntimeError("the server went away mid-commit")
-        return recorded_commit(store, b, before_commit)
-
-    monkeypatch.setattr(Store, "commit_batch", commit_batch)
-    with pytest.raises(RuntimeError, match="the server went away mid-commit"):
+    _fail_journal_insert(url, failing_seq, "the server went away mid-commit")
+    rec = _Recorder(monkeypatch)
+    with pytest.raises(WriterFailed, match="batch 5's commit failed in the writer process: "
+                                           ".*the server went away mid-commit"):
         run_join(src, url, overlap_commits=True, **RUN)
-    commits = [seq for kind, seq in rec.events if kind == "commit"]
-    assert commits == [1, 2, 3, 4]
+    commits = [e for e in rec.events if e[0] == "commit"]
+    assert commits == [("commit", s, s) for s in (1, 2, 3, 4)]
     acks = [e for e in rec.events if e[0] == "ack"]
     assert len(acks) == 4  # batches 1-4, each after its own commit
-    last_commit = rec.events.index(("commit", 4))
+    last_commit = rec.events.index(("commit", 4, 4))
     after = rec.events[last_commit + 1:]
     # Batch 4's own steps, then batch 5 reached its candidate point and nothing more.
     assert after == [("crash-point", "after-sink-write"), ("crash-point", "before-ack"),
@@ -188,6 +208,8 @@ def test_a_failed_commit_surfaces_and_nothing_after_it_is_acked(seed_dir, fresh_
     try:
         assert store.last_journal_seq("join") == 4
         assert [c["journal_seq"] for c in store.checkpoints("join")] == [3]
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("DROP TRIGGER refuse_batch ON journal")
     finally:
         store.dispose()
     # The next run resumes from what was committed and ends where a serial run ends.

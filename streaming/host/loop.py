@@ -14,7 +14,6 @@ import gc
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..contracts import InvalidRecord, decode, quarantine_text
@@ -22,7 +21,8 @@ from ..operators.base import Emit, Quarantined, safe_text
 from ..sources import open_source
 from ..sources.filelog import RawRecord
 from ..sources.records import decode_own
-from ..store.ops import BatchWrite, SinkResult, Store, dumps, now_iso
+from ..store.ops import BatchWrite, SinkResult, Store, dumps, now_iso, shared_store
+from ..store.writer_process import WriterProcess
 from ..timeutil import NEG_INF, event_date
 from ..watermarks import InputWatermark
 from .checkpoints import (CheckpointMismatch, read_checkpoint, tp_str, verified_positions,
@@ -56,20 +56,21 @@ class RunResult:
     # (building and committing each batch), checkpoint. The rest of a run is the source.
     stage_seconds: dict = field(default_factory=lambda: dict.fromkeys(
         ("decode_validate", "operator", "sink", "checkpoint"), 0.0))
-    # Seconds the batch commits themselves took (`Store.commit_batch`, wherever it ran). With
-    # overlapped commits the sink stage above is only what the worker's own thread spent on
-    # the sink (building each batch, waiting for a commit still in flight); this is the rest.
+    # Seconds the batch commits themselves took (`Store.commit_rows`, wherever it ran). With
+    # overlapped commits the sink stage above is only what the worker spent on the sink
+    # (building each batch, handing it over, waiting for a commit still in flight); this is
+    # what the commits took in the writer process.
     sink_commit_s: float = 0.0
-    # Batches whose commit ran while the worker went on with the next batch.
+    # Batches whose commit ran in the writer process while the worker went on with the next.
     overlapped_batches: int = 0
+    writer_pid: int | None = None
 
 
 @dataclass
 class _InFlight:
-    """A batch whose commit runs on the writer thread, and what the host does once it has
+    """A batch whose commit runs in the writer process, and what the host does once it has
     committed (in the serial order: accounting, crash points, ack)."""
 
-    future: Future
     bw: BatchWrite
     n: int
     ranges: dict
@@ -100,10 +101,10 @@ class Worker:
         self.replaying = False
         self.source_head_us: int | None = None
         self._tp_names: dict[TP, str] = {}  # ("topic", p) -> "topic:p", as the journal names it
-        # Overlapped commits (RunSettings.overlap_commits): one writer thread, at most one
+        # Overlapped commits (RunSettings.overlap_commits): one writer process, at most one
         # batch in flight. Only the bounded loop below turns it on (`_overlap`).
         self._overlap = False
-        self._writer: ThreadPoolExecutor | None = None
+        self._writer: WriterProcess | None = None
         self._inflight: _InFlight | None = None
 
     @property
@@ -193,9 +194,11 @@ class Worker:
         # batch's work only here: not while replaying (the journaled batches above were each
         # committed before the next was re-run), not under the throttle (it paces commits in
         # worker-clock time and reports the backlog per commit), and not when the pipeline
-        # hooks the commit (the hook sees the operator as the batch left it).
+        # hooks the commit (the hook sees the operator as the batch left it), and not on a
+        # store only this process can open (an in-memory SQLite database).
         self._overlap = bool(self.settings.overlap_commits and self.throttle is None
-                             and self.spec.on_batch_committed is None)
+                             and self.spec.on_batch_committed is None
+                             and shared_store(self.store.url))
         limit = max(1, min(self.settings.batch_size, self.settings.checkpoint_every))
         if self.throttle is not None:
             base = done
@@ -388,11 +391,13 @@ class Worker:
         # commit serially: the checkpoint snapshots the state this batch left, and an end of
         # stream is followed by the run's last checkpoint.
         if self._overlap and not end_of_stream and decisions is None and not checkpoint:
-            if self._writer is None:
-                self._writer = ThreadPoolExecutor(max_workers=1,
-                                                  thread_name_prefix=f"{self.spec.name}-writer")
-            self._inflight = _InFlight(self._writer.submit(self._timed_commit, bw), bw, n,
-                                       ranges)
+            if self._writer is None:  # started by the first batch that overlaps
+                self._writer = WriterProcess(self.store.url, self.spec.name)
+                self.result.writer_pid = self._writer.pid
+            t_hand = clock()
+            self._writer.submit(bw.rows())
+            stages["sink"] += clock() - t_hand
+            self._inflight = _InFlight(bw, n, ranges)
             self.result.overlapped_batches += 1
             return
         t_commit = clock()
@@ -411,8 +416,9 @@ class Worker:
         inflight, self._inflight = self._inflight, None
         if inflight is None:
             return
+        assert self._writer is not None  # a batch in flight was handed to it
         t0 = time.perf_counter()
-        res = inflight.future.result()
+        res = self._writer.result()
         self._committed(res, inflight.bw, inflight.n, False, inflight.ranges, False, t0)
 
     def _close_writer(self) -> None:
@@ -421,13 +427,15 @@ class Worker:
         acknowledges and checkpoints nothing past the failure."""
         inflight, self._inflight = self._inflight, None
         writer, self._writer = self._writer, None
+        if writer is None:
+            return
         if inflight is not None:
-            exc = inflight.future.exception()
-            if exc is not None:
+            try:
+                writer.result()
+            except Exception as exc:  # noqa: BLE001 - the run is already failing
                 log.warning("%s: batch %d's commit failed while the run was ending: %s",
                             self.spec.name, inflight.bw.seq, exc)
-        if writer is not None:
-            writer.shutdown(wait=True)
+        writer.close()
 
     def _committed(self, timed: tuple[SinkResult, float], bw: BatchWrite, n: int,
                    end_of_stream: bool, ranges: dict, checkpoint: bool, t_sink: float) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from sqlalchemy import Table, create_engine, event, func, select, update
@@ -113,23 +113,32 @@ def _copy_stage(conn: Connection, like: str, cols: list[str], params: list[tuple
     return stage
 
 
-def _bulk(conn: Connection, table: Table, rows: list[dict], conflict: str) -> int:
-    """The driver's bulk path behind one portable statement; SQLAlchemy still owns the schema.
-    SQLite: one prepared executemany (sqlite3 loops in C). PostgreSQL: COPY into a temporary
-    stage, then one INSERT ... SELECT (psycopg's executemany costs Python work per row).
-    `conflict` is the ON CONFLICT clause or ''."""
+def as_tuples(rows: list[dict]) -> tuple[tuple[str, ...], list[tuple]]:
+    """Dict rows as (columns, one tuple per row): the form the drivers bind and a writer
+    process is handed. A key missing from a row is NULL."""
     cols = _columns(rows)
-    q = conn.dialect.identifier_preparer.quote
     first = tuple(rows[0])
     if tuple(cols) == first and all(len(r) == len(first) for r in rows):
         # Homogeneous rows (the common case): C-speed extraction.
         getter = itemgetter(*cols) if len(cols) > 1 else (lambda r, c=cols[0]: (r[c],))
-        params = [getter(r) for r in rows]
-    else:
-        params = [tuple(r.get(c) for c in cols) for r in rows]
+        return tuple(cols), [getter(r) for r in rows]
+    return tuple(cols), [tuple(r.get(c) for c in cols) for r in rows]
+
+
+def _bulk(conn: Connection, table: Table, rows: list[dict], conflict: str) -> int:
+    return _bulk_tuples(conn, table, *as_tuples(rows), conflict)
+
+
+def _bulk_tuples(conn: Connection, table: Table, cols: tuple[str, ...], params: list[tuple],
+                 conflict: str) -> int:
+    """The driver's bulk path behind one portable statement; SQLAlchemy still owns the schema.
+    SQLite: one prepared executemany (sqlite3 loops in C). PostgreSQL: COPY into a temporary
+    stage, then one INSERT ... SELECT (psycopg's executemany costs Python work per row).
+    `conflict` is the ON CONFLICT clause or ''."""
+    q = conn.dialect.identifier_preparer.quote
     collist = ", ".join(q(c) for c in cols)
     if conn.dialect.name == "postgresql" and len(params) >= _COPY_MIN_ROWS:
-        stage = _copy_stage(conn, table.name, cols, params)
+        stage = _copy_stage(conn, table.name, list(cols), params)
         res = conn.exec_driver_sql(f"INSERT INTO {q(table.name)} ({collist}) "
                                    f"SELECT {collist} FROM {q(stage)} {conflict}")
     else:
@@ -138,7 +147,7 @@ def _bulk(conn: Connection, table: Table, rows: list[dict], conflict: str) -> in
                f"VALUES ({', '.join([mark] * len(cols))}) {conflict}")
         res = conn.exec_driver_sql(sql, params)
     n = res.rowcount
-    return n if n is not None and n >= 0 else len(rows)
+    return n if n is not None and n >= 0 else len(params)
 
 
 def bulk_insert(conn: Connection, table: Table, rows: list[dict]) -> int:
@@ -154,13 +163,16 @@ def insert_ignore(conn: Connection, table: Table, rows: list[dict]) -> int:
 
 def upsert(conn: Connection, table: Table, rows: list[dict], keys: list[str]) -> None:
     """INSERT ... ON CONFLICT (keys) DO UPDATE SET the other columns, on either dialect."""
-    if not rows:
-        return
+    if rows:
+        _upsert_tuples(conn, table, *as_tuples(rows), keys)
+
+
+def _upsert_tuples(conn: Connection, table: Table, cols: tuple[str, ...], params: list[tuple],
+                   keys: list[str]) -> None:
     q = conn.dialect.identifier_preparer.quote
-    cols = _columns(rows)
     sets = ", ".join(f"{q(c)} = excluded.{q(c)}" for c in cols if c not in keys)
-    _bulk(conn, table, rows,
-          f"ON CONFLICT ({', '.join(q(k) for k in keys)}) DO UPDATE SET {sets}")
+    _bulk_tuples(conn, table, cols, params,
+                 f"ON CONFLICT ({', '.join(q(k) for k in keys)}) DO UPDATE SET {sets}")
 
 
 @dataclass
@@ -169,6 +181,47 @@ class SinkResult:
     noop: int = 0
     rejected: int = 0
     rejected_keys: list[str] = field(default_factory=list)
+
+
+class FactRow(NamedTuple):
+    """A fact as the sink stores it: its columns, the payload as its canonical JSON text. A
+    tuple pickles several times cheaper than a `Fact` carrying its payload dict, which is what
+    a batch handed to a writer process is made of (`BatchRows`)."""
+
+    fact_key: str
+    kind: str
+    logical_key: str
+    status: str
+    payload_hash: str
+    payload_json: str
+    predecessor_key: str | None
+
+
+def payload_text(f: Any) -> str:
+    """A fact's payload as stored: the canonical JSON it was hashed over (a `Fact` may carry
+    only the dict; a `FactRow` always carries the text)."""
+    return f.payload_json or dumps(f.payload)
+
+
+def fact_row(f: Any) -> FactRow:
+    if isinstance(f, FactRow):
+        return f
+    return FactRow(f.fact_key, f.kind, f.logical_key, f.status, f.payload_hash, payload_text(f),
+                   f.predecessor_key)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRows:
+    """One batch as the rows it writes, nothing else: what `Store.commit_rows` commits and what
+    is handed to a writer process. `tables` are (table, columns, rows), each inserted ON
+    CONFLICT DO NOTHING in this order; `metrics` (columns, row) is upserted by its key."""
+
+    pipeline: str
+    seq: int
+    generation_id: str | None
+    facts: list[FactRow]
+    tables: list[tuple[str, tuple[str, ...], list[tuple]]]
+    metrics: tuple[tuple[str, ...], list[tuple]] | None
 
 
 @dataclass
@@ -185,6 +238,15 @@ class BatchWrite:
     metrics: dict | None = None
     extra: dict[str, list[dict]] = field(default_factory=dict)
     generation_id: str | None = None
+
+    def rows(self) -> BatchRows:
+        named = [("archive", self.archive), ("quarantine", self.quarantine),
+                 ("replay_queue", self.queue), *self.extra.items(),
+                 ("journal", [self.journal] if self.journal is not None else [])]
+        return BatchRows(self.pipeline, self.seq, self.generation_id,
+                         [fact_row(f) for f in self.facts],
+                         [(table, *as_tuples(rows)) for table, rows in named if rows],
+                         as_tuples([self.metrics]) if self.metrics is not None else None)
 
 
 # Columns of a staged fact, in the order they are staged and inserted.
@@ -332,7 +394,7 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
         else:
             res.noop += 1
     created = now_iso()
-    payloads = [f.payload_json or dumps(f.payload) for f in ordered]
+    payloads = [payload_text(f) for f in ordered]
     with_view = generation_id is None
     if conn.dialect.name == "sqlite" and _sqlite_direct(
             conn, pipeline, ordered, payloads, batch_seq, generation_id, created, with_view):
@@ -343,7 +405,7 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
     if conflicts:
         created = now_iso()
         rows_x = [{"pipeline": pipeline, "fact_key": f.fact_key, "existing_hash": h,
-                   "rejected_hash": f.payload_hash, "rejected_payload": dumps(f.payload),
+                   "rejected_hash": f.payload_hash, "rejected_payload": payload_text(f),
                    "reason": "existing key with different content", "batch_seq": batch_seq,
                    "created_at": created} for f, h in conflicts]
         insert_ignore(conn, S.sink_exceptions, rows_x)
@@ -445,6 +507,12 @@ def _sqlite_path(url: str) -> str | None:
     return path if path and path != ":memory:" else None
 
 
+def shared_store(url: str) -> bool:
+    """Whether another process can open the store at `url` (not an in-memory SQLite one)."""
+    url = normalize_url(url)
+    return not url.startswith("sqlite") or _sqlite_path(url) is not None
+
+
 def _upsert_view(conn: Connection, pipeline: str, batch_seq: int | None, facts: list,
                  payloads: list[str]) -> None:
     """The current view rows of `facts` (one per logical key) in one statement."""
@@ -483,17 +551,17 @@ class Store:
     # ------------------------------------------------------------------ writes
     def commit_batch(self, b: BatchWrite, before_commit: Callable[[], None] | None = None
                      ) -> SinkResult:
+        return self.commit_rows(b.rows(), before_commit)
+
+    def commit_rows(self, b: BatchRows, before_commit: Callable[[], None] | None = None
+                    ) -> SinkResult:
         with self.engine.begin() as conn:
             res = write_facts(conn, b.pipeline, b.facts, b.seq, b.generation_id)
-            insert_ignore(conn, S.archive, b.archive)
-            insert_ignore(conn, S.quarantine, b.quarantine)
-            insert_ignore(conn, S.replay_queue, b.queue)
-            for table, rows in b.extra.items():
-                insert_ignore(conn, S.metadata.tables[table], rows)
-            if b.journal is not None:
-                insert_ignore(conn, S.journal, [b.journal])
+            for table, cols, params in b.tables:
+                _bulk_tuples(conn, S.metadata.tables[table], cols, params,
+                             "ON CONFLICT DO NOTHING")
             if b.metrics is not None:
-                upsert(conn, S.metrics, [b.metrics], ["pipeline", "seq"])
+                _upsert_tuples(conn, S.metrics, *b.metrics, ["pipeline", "seq"])
             if before_commit is not None:
                 before_commit()
         return res

@@ -1,0 +1,124 @@
+"""A store writer in a process of its own: it commits the batches a worker hands it, one at a
+time, on its own connection, so the database work of one batch (SQLite's B-trees and WAL, or
+PostgreSQL's client side) runs on another core while the worker computes the next batch.
+
+A thread cannot do this: SQLite's executemany takes the interpreter lock back for every row it
+binds, so a writer thread and the worker take turns instead of running side by side (measured
+in docs/performance.md, fifth and sixth rounds).
+
+The protocol is one request, one answer. The worker sends a pickled `BatchRows` (plain tuples,
+several times cheaper to pickle than facts and dict rows) and later reads the answer: the
+`SinkResult` and the commit's seconds, or the failure as text. At most one batch is in flight:
+the host settles it before it sends the next one and before every step whose order matters
+(crash points, checkpoints, acks), so the store sees the commits in the order a serial run
+makes them. An empty message, or the worker's end of the pipe closing, ends the process; it
+ignores SIGINT so that an interrupt reaches the worker alone, which settles or abandons the
+batch in flight itself (a commit is atomic either way)."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import pickle
+import signal
+import time
+import traceback
+from multiprocessing.connection import Connection
+
+from .ops import BatchRows, SinkResult, Store
+
+log = logging.getLogger(__name__)
+
+# How long closing waits for the process to end on its own before it is terminated.
+CLOSE_TIMEOUT_S = 30.0
+
+
+class WriterFailed(RuntimeError):
+    """The writer process could not commit a batch, or ended without answering."""
+
+
+def _serve(conn: Connection, store_url: str) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    store = Store(store_url, schema="existing")
+    try:
+        while True:
+            try:
+                msg = conn.recv_bytes()
+            except EOFError:  # the worker is gone: nothing is in flight from our side
+                return
+            if not msg:
+                return
+            rows: BatchRows = pickle.loads(msg)
+            t0 = time.perf_counter()
+            try:
+                res = store.commit_rows(rows)
+            except Exception as exc:  # noqa: BLE001 - reported to the worker, which raises it
+                reply: tuple = ("failed", f"{type(exc).__name__}: {exc}", traceback.format_exc())
+            else:
+                reply = ("committed", res, time.perf_counter() - t0)
+            try:
+                conn.send_bytes(pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
+            except OSError:  # the worker is gone
+                return
+    finally:
+        store.dispose()
+
+
+class WriterProcess:
+    """The worker's end: `submit` a batch, `result` waits for its answer, `close` ends the
+    process. The process is spawned (not forked): the worker may hold open connections and
+    threads that a forked child must not inherit."""
+
+    def __init__(self, store_url: str, name: str) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe(duplex=True)
+        self._proc = ctx.Process(target=_serve, args=(child, store_url), name=f"{name}-writer",
+                                 daemon=True)
+        self._proc.start()
+        child.close()
+        self._pending: int | None = None  # the batch in flight, by journal number
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    def submit(self, rows: BatchRows) -> None:
+        if self._pending is not None:
+            raise RuntimeError(f"batch {self._pending} is still in flight")
+        self._pending = rows.seq
+        try:
+            self._conn.send_bytes(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
+        except OSError as exc:
+            raise self._ended(rows.seq, exc) from None
+
+    def result(self) -> tuple[SinkResult, float]:
+        """The batch in flight's result and commit seconds; WriterFailed when it failed."""
+        seq, self._pending = self._pending, None
+        if seq is None:
+            raise RuntimeError("no batch is in flight")
+        try:
+            reply = pickle.loads(self._conn.recv_bytes())
+        except (EOFError, OSError) as exc:
+            raise self._ended(seq, exc) from None
+        if reply[0] == "failed":
+            log.debug("writer process traceback:\n%s", reply[2])
+            raise WriterFailed(f"batch {seq}'s commit failed in the writer process: {reply[1]}")
+        return reply[1], reply[2]
+
+    def _ended(self, seq: int, exc: BaseException) -> WriterFailed:
+        self._proc.join(timeout=5)
+        return WriterFailed(f"the writer process ended (exit code {self._proc.exitcode}) "
+                            f"before it answered for batch {seq}: {type(exc).__name__}")
+
+    def close(self) -> None:
+        """End the process. Callers settle the batch in flight first (`result`); closing with
+        one still in flight leaves it to its transaction, which commits whole or not at all."""
+        try:
+            self._conn.send_bytes(b"")
+        except OSError:
+            pass  # already gone
+        self._conn.close()
+        self._proc.join(timeout=CLOSE_TIMEOUT_S)
+        if self._proc.is_alive():
+            self._proc.terminate()
+            self._proc.join()
