@@ -71,12 +71,20 @@ def outputs(url: str) -> dict:
         store.dispose()
 
 
-def test_commits_are_serial_unless_asked_and_the_run_records_the_choice():
+def test_commits_overlap_unless_told_and_the_run_records_the_choice():
     for url in ("postgresql://h/db", "sqlite:///x.sqlite"):
-        assert RunSettings(source="x", store_url=url).overlap_commits is False
-        assert RunSettings(source="x", store_url=url).describe()["overlap_commits"] is False
-    told = RunSettings(source="x", store_url="postgresql://h/db", overlap_commits=True)
-    assert told.describe()["overlap_commits"] is True
+        assert RunSettings(source="x", store_url=url).overlap_commits is True
+        assert RunSettings(source="x", store_url=url).describe()["overlap_commits"] is True
+    told = RunSettings(source="x", store_url="postgresql://h/db", overlap_commits=False)
+    assert told.describe()["overlap_commits"] is False
+
+
+def test_a_run_of_one_batch_or_on_an_in_memory_store_starts_no_writer(seed_dir, store_factory):
+    src, _ = seed_dir
+    one = run_join(src, store_factory(), end_of_stream=True)  # the seed fits in one batch
+    assert one.batches == 2 and one.overlapped_batches == 0 and one.writer_pid is None
+    memory = run_join(src, "sqlite://", **RUN)
+    assert memory.batches > 3 and memory.overlapped_batches == 0 and memory.writer_pid is None
 
 
 def test_overlapped_run_leaves_what_a_serial_run_leaves(seed_dir, store_factory):

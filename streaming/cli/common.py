@@ -55,9 +55,9 @@ max_arrival_jump_option = click.option(
          "arrivals confirm it; see docs/sources.md. 0 turns the check off.")
 
 overlap_commits_option = click.option(
-    "--overlap-commits/--serial-commits", "overlap_commits", default=False, show_default=True,
+    "--overlap-commits/--serial-commits", "overlap_commits", default=True, show_default=True,
     envvar="RISKSTREAM_OVERLAP_COMMITS",
-    help="Commit each batch on a writer thread while the next batch is read and run (at most "
+    help="Commit each batch in a writer process while the next batch is read and run (at most "
          "one in flight; docs/architecture.md). Follow mode always commits serially.")
 
 format_option = click.option("--format", "fmt", type=click.Choice(["csv", "json"]),
@@ -152,7 +152,7 @@ def echo_json(obj) -> None:
 def run_settings(source: str, store_url: str, crash_at: str | None, checkpoint_every: int,
                  batch_size: int, *, idle_after: float | None = None,
                  ttl_minutes: float | None = None, end_of_stream: bool = False,
-                 max_arrival_jump: float = 60.0, overlap_commits: bool = False, **more):
+                 max_arrival_jump: float = 60.0, overlap_commits: bool = True, **more):
     """RunSettings from a `run` command's shared flags (minutes -> microseconds); a bad
     --crash-at exits with its reason."""
     from ..host.crash import parse_crash_at

@@ -212,7 +212,9 @@ class Worker:
         for raw in (self.source.merged(self.positions) if self.throttle is None else ()):
             batch.append(raw)
             if len(batch) >= limit:
-                self._run_batch(batch, None)
+                # The run's last batch commits serially: nothing is left to overlap it with,
+                # and a run of one batch then never starts a writer process.
+                self._run_batch(batch, None, may_overlap=done + len(batch) < total)
                 done += len(batch)
                 batch = []
                 if self.progress:
@@ -284,7 +286,8 @@ class Worker:
             running[tp] = raw.arrival_us = prev if own is None else max(prev, own)
 
     def _run_batch(self, raws: list[RawRecord], decisions: list | None,
-                   end_of_stream: bool = False, seq: int | None = None) -> None:
+                   end_of_stream: bool = False, seq: int | None = None,
+                   may_overlap: bool = False) -> None:
         out = Emit()
         op = self.op
         wms = self.wms
@@ -390,7 +393,8 @@ class Worker:
         # A batch after which a checkpoint is due, the end of the stream and a replayed batch
         # commit serially: the checkpoint snapshots the state this batch left, and an end of
         # stream is followed by the run's last checkpoint.
-        if self._overlap and not end_of_stream and decisions is None and not checkpoint:
+        if (self._overlap and may_overlap and not end_of_stream and decisions is None
+                and not checkpoint):
             if self._writer is None:  # started by the first batch that overlaps
                 self._writer = WriterProcess(self.store.url, self.spec.name)
                 self.result.writer_pid = self._writer.pid

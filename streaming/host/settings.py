@@ -65,13 +65,13 @@ class RunSettings:
     # partition's later records nor the other partitions follow, is quarantined as
     # `arrival_time_jump` (docs/sources.md); None turns the check off.
     max_arrival_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US
-    # Overlapped commits: while one batch's transaction commits on a writer thread, the worker
-    # reads, decodes and runs the operator for the next (at most one batch in flight; the host
-    # loop settles it before every step whose order matters). Off unless asked for, on either
-    # store: on the shared two-core machine it measured no clear gain on PostgreSQL (the server
-    # and the worker compete for the same cores) and none on SQLite (the commit is in-process
-    # work that competes with the operator for the GIL); docs/performance.md, fifth round.
-    overlap_commits: bool = False
+    # Overlapped commits: while one batch's transaction commits in a writer process, the
+    # worker reads, decodes and runs the operator for the next (at most one batch in flight;
+    # the host loop settles it before every step whose order matters, so the store, the
+    # checkpoints and the acks see the serial order). On by default for bounded runs: the
+    # database work gets a core of its own (docs/performance.md, sixth round). Follow mode,
+    # journal replay, throttled runs and an in-memory store always commit serially.
+    overlap_commits: bool = True
 
     def describe(self) -> dict:
         return {"source": redact_url(self.source), "store": redact_url(self.store_url),
