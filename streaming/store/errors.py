@@ -60,8 +60,20 @@ def _cause(orig: BaseException | None) -> tuple[str, str]:
     return OTHER
 
 
+class StoreErrorElsewhere(Exception):
+    """A store error raised in another process (the writer process), carried across as the
+    one line `describe_store_error` made of it there: the driver's error object itself does
+    not travel."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description)
+        self.description = description
+
+
 def describe_store_error(exc: BaseException) -> str:
     """One line: what the store did, why, and what to do. No statement, no parameters."""
+    if isinstance(exc, StoreErrorElsewhere):
+        return exc.description
     orig = getattr(exc, "orig", None) or exc
     kind, todo = _cause(orig)
     detail = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
@@ -70,5 +82,5 @@ def describe_store_error(exc: BaseException) -> str:
 
 
 def is_store_error(exc: BaseException) -> bool:
-    return isinstance(exc, (StatementError, sqlite3.Error)) or \
+    return isinstance(exc, (StatementError, sqlite3.Error, StoreErrorElsewhere)) or \
         type(exc).__module__.startswith("psycopg")

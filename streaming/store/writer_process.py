@@ -25,6 +25,7 @@ import time
 import traceback
 from multiprocessing.connection import Connection
 
+from .errors import StoreErrorElsewhere, describe_store_error, is_store_error
 from .ops import BatchRows, SinkResult, Store
 
 log = logging.getLogger(__name__)
@@ -34,12 +35,20 @@ CLOSE_TIMEOUT_S = 30.0
 
 
 class WriterFailed(RuntimeError):
-    """The writer process could not commit a batch, or ended without answering."""
+    """The writer process failed otherwise than by a store error (those are raised as
+    `StoreErrorElsewhere`, and reported like any other store failure), or ended without
+    answering."""
 
 
 def _serve(conn: Connection, store_url: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    store = Store(store_url, schema="existing")
+    store: Store | None = None
+    try:
+        store = Store(store_url, schema="existing")
+    except Exception as exc:  # noqa: BLE001 - the answer to the first batch says it
+        refused: Exception | None = exc
+    else:
+        refused = None
     try:
         while True:
             try:
@@ -48,20 +57,31 @@ def _serve(conn: Connection, store_url: str) -> None:
                 return
             if not msg:
                 return
-            rows: BatchRows = pickle.loads(msg)
-            t0 = time.perf_counter()
             try:
-                res = store.commit_rows(rows)
-            except Exception as exc:  # noqa: BLE001 - reported to the worker, which raises it
-                reply: tuple = ("failed", f"{type(exc).__name__}: {exc}", traceback.format_exc())
-            else:
-                reply = ("committed", res, time.perf_counter() - t0)
-            try:
-                conn.send_bytes(pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
+                conn.send_bytes(pickle.dumps(_commit(store, refused, msg),
+                                             protocol=pickle.HIGHEST_PROTOCOL))
             except OSError:  # the worker is gone
                 return
     finally:
-        store.dispose()
+        if store is not None:
+            store.dispose()
+
+
+def _commit(store: Store | None, refused: Exception | None, msg: bytes) -> tuple:
+    """The answer to one batch: ("committed", SinkResult, seconds), or its failure as
+    ("store-failed", one line) for a store error (opening the store included) or
+    ("failed", text), each followed by the traceback."""
+    t0 = time.perf_counter()
+    try:
+        if store is None:
+            assert refused is not None
+            raise refused
+        res = store.commit_rows(pickle.loads(msg))
+    except Exception as exc:  # noqa: BLE001 - reported to the worker, which raises it
+        failure = (("store-failed", describe_store_error(exc)) if is_store_error(exc) else
+                   ("failed", f"{type(exc).__name__}: {exc}"))
+        return (*failure, traceback.format_exc())
+    return ("committed", res, time.perf_counter() - t0)
 
 
 class WriterProcess:
@@ -92,7 +112,8 @@ class WriterProcess:
             raise self._ended(rows.seq, exc) from None
 
     def result(self) -> tuple[SinkResult, float]:
-        """The batch in flight's result and commit seconds; WriterFailed when it failed."""
+        """The batch in flight's result and commit seconds. Raises StoreErrorElsewhere when
+        the store refused the batch, WriterFailed on any other failure."""
         seq, self._pending = self._pending, None
         if seq is None:
             raise RuntimeError("no batch is in flight")
@@ -100,10 +121,12 @@ class WriterProcess:
             reply = pickle.loads(self._conn.recv_bytes())
         except (EOFError, OSError) as exc:
             raise self._ended(seq, exc) from None
-        if reply[0] == "failed":
-            log.debug("writer process traceback:\n%s", reply[2])
-            raise WriterFailed(f"batch {seq}'s commit failed in the writer process: {reply[1]}")
-        return reply[1], reply[2]
+        if reply[0] == "committed":
+            return reply[1], reply[2]
+        log.debug("writer process traceback:\n%s", reply[2])
+        if reply[0] == "store-failed":
+            raise StoreErrorElsewhere(reply[1])
+        raise WriterFailed(f"batch {seq}'s commit failed in the writer process: {reply[1]}")
 
     def _ended(self, seq: int, exc: BaseException) -> WriterFailed:
         self._proc.join(timeout=5)

@@ -1,0 +1,127 @@
+"""The writer process on its own: it commits the batches it is handed on its own connection,
+answers each with the sink's result, says a store refusal as a store error (the same one line
+the worker would say), reports a store it cannot open, and ends when told or when the worker's
+end of the pipe closes."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from streaming.operators.base import Fact
+from streaming.store.errors import StoreErrorElsewhere, describe_store_error, is_store_error
+from streaming.store.ops import BatchWrite, Store
+from streaming.store.writer_process import WriterFailed, WriterProcess
+
+
+def _batch(seq: int, keys: list[str], payload: dict | None = None) -> BatchWrite:
+    facts = [Fact.make(f"k|{k}", "pair", f"lk|{k}", "current", payload or {"k": k})
+             for k in keys]
+    journal = {"pipeline": "join", "seq": seq, "ranges": "{}", "order_runs": "[]",
+               "idleness": "[]", "records": len(keys), "clock_us": 0, "end_of_stream": False,
+               "committed_at": "2026-01-01T00:00:00Z"}
+    return BatchWrite("join", seq, facts, journal=journal)
+
+
+def _gone(pid: int, within_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def store_url(tmp_path):
+    url = f"sqlite:///{tmp_path}/ops.sqlite"
+    Store(url).dispose()  # created by the worker before any writer starts
+    return url
+
+
+def test_commits_what_it_is_handed_and_answers_with_the_sink_result(store_url):
+    writer = WriterProcess(store_url, "join")
+    try:
+        writer.submit(_batch(1, ["a", "b"]).rows())
+        res, seconds = writer.result()
+        assert (res.written, res.noop, res.rejected) == (2, 0, 0) and seconds > 0
+        # The same keys again: one the same (a no-op), one with other content (rejected).
+        again = _batch(2, ["a"])
+        again.facts += _batch(2, ["b"], {"k": "other"}).facts
+        writer.submit(again.rows())
+        res, _ = writer.result()
+        assert (res.written, res.noop, res.rejected, res.rejected_keys) == (0, 1, 1, ["k|b"])
+    finally:
+        writer.close()
+    store = Store(store_url)
+    try:
+        facts = store.facts("join")
+        assert [(f["fact_key"], f["batch_seq"]) for f in facts] == [("k|a", 1), ("k|b", 1)]
+        assert [r["fact_key"] for r in store.sink_exception_rows("join")] == ["k|b"]
+        assert store.last_journal_seq("join") == 2
+    finally:
+        store.dispose()
+    assert _gone(writer.pid)
+
+
+def test_a_store_refusal_is_said_as_the_worker_would_say_it(store_url, tmp_path):
+    store = Store(store_url)
+    try:
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TRIGGER refuse BEFORE INSERT ON journal "
+                                 "BEGIN SELECT RAISE(ABORT, 'journal is closed'); END")
+    finally:
+        store.dispose()
+    writer = WriterProcess(store_url, "join")
+    try:
+        writer.submit(_batch(1, ["a"]).rows())
+        with pytest.raises(StoreErrorElsewhere) as err:
+            writer.result()
+        assert is_store_error(err.value)
+        assert describe_store_error(err.value).startswith("store failed: journal is closed (")
+        assert "INSERT" not in str(err.value)  # the statement and its rows stay out
+    finally:
+        writer.close()
+    store = Store(store_url)
+    try:
+        assert store.facts("join") == []  # the batch's facts rolled back with it
+    finally:
+        store.dispose()
+
+
+def test_a_store_it_cannot_open_is_reported_with_the_first_batch(tmp_path):
+    writer = WriterProcess(f"sqlite:///{tmp_path}/missing.sqlite", "join")
+    try:
+        writer.submit(_batch(1, ["a"]).rows())
+        with pytest.raises(WriterFailed, match="batch 1's commit failed in the writer process: "
+                                               "StoreVersionError: there is no store"):
+            writer.result()
+    finally:
+        writer.close()
+    assert not os.path.exists(tmp_path / "missing.sqlite")  # it never creates one
+
+
+def test_it_ends_when_the_workers_end_of_the_pipe_closes(store_url):
+    writer = WriterProcess(store_url, "join")
+    writer.submit(_batch(1, ["a"]).rows())
+    writer.result()
+    writer._conn.close()  # what the worker dying does to the pipe
+    writer._proc.join(timeout=10)
+    assert writer._proc.exitcode == 0  # it ended on its own, cleanly
+
+
+def test_one_batch_at_a_time(store_url):
+    writer = WriterProcess(store_url, "join")
+    try:
+        writer.submit(_batch(1, ["a"]).rows())
+        with pytest.raises(RuntimeError, match="batch 1 is still in flight"):
+            writer.submit(_batch(2, ["b"]).rows())
+        writer.result()
+        with pytest.raises(RuntimeError, match="no batch is in flight"):
+            writer.result()
+    finally:
+        writer.close()
