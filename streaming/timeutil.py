@@ -109,7 +109,9 @@ def us_to_iso(us: int | None) -> str | None:
     day, rem = divmod(us, US_PER_DAY)
     date = _DAY_CACHE.get(day)
     if date is None:
-        date = (_EPOCH + timedelta(days=day)).strftime("%Y-%m-%d")
+        # isoformat, not strftime("%Y"): the C library writes years before 1000 without the
+        # leading zeros, and the contracts' decoder (and RFC 3339) spell them with four digits.
+        date = (_EPOCH + timedelta(days=day)).date().isoformat()
         if len(_DAY_CACHE) < 100_000:
             _DAY_CACHE[day] = date
     secs, micros = divmod(rem, US_PER_S)

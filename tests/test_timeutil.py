@@ -166,3 +166,19 @@ def test_every_single_character_corruption_agrees() -> None:
             assert_agrees(text[:pos] + text[pos] + text[pos:])
             for ch in chars:
                 assert_agrees(text[:pos] + ch + text[pos + 1:])
+
+
+@SETTINGS
+@given(st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59,
+                                                                   999999)))
+@example(datetime(543, 4, 10, 6, 9, 38, 725650))
+@example(datetime(1, 1, 1))
+def test_us_to_iso_spells_every_instant_as_the_contract_decoder_does(naive):
+    """Facts carry event times formatted by `us_to_iso`; the archived payloads carry the
+    decoder's spelling (msgspec's RFC 3339 in C). Both must be one spelling, four-digit years
+    included (the C library's %Y writes the year 543 as `543`)."""
+    import msgspec
+    dt = naive.replace(tzinfo=UTC)
+    us = (dt - _EPOCH) // timedelta(microseconds=1)
+    assert timeutil.us_to_iso(us) == msgspec.json.encode(dt).decode()[1:-1]
+    assert parse_utc_us(timeutil.us_to_iso(us)) == us

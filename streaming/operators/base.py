@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
+
+import orjson
 
 from ..contracts import Record, canonical_hash
 
@@ -30,16 +32,32 @@ def fits_int64(value: int) -> bool:
 
 @dataclass(slots=True)
 class Fact:
-    """An immutable output fact. `payload` is the business content the hash is taken over."""
+    """An immutable output fact. `payload` is the business content the hash is taken over;
+    `payload_json` its canonical JSON, the bytes that were hashed and are stored.
+
+    A fact built from its canonical JSON alone (the interval join assembles it from cached
+    parts) leaves `payload_dict` empty: the sink stores the text, and the dict is decoded from
+    it only when something reads `payload` (a repair, a test). Equality ignores the dict, which
+    the text and the hash already determine."""
 
     fact_key: str
     kind: str
     logical_key: str
     status: str
-    payload: dict[str, Any]
+    payload_dict: dict[str, Any] | None = field(compare=False)
     payload_hash: str
     predecessor_key: str | None = None
     payload_json: str | None = None  # canonical JSON of `payload`, when already computed
+
+    def __post_init__(self) -> None:
+        if self.payload_dict is None and self.payload_json is None:
+            raise ValueError(f"fact {self.fact_key}: neither a payload nor its JSON")
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        if self.payload_dict is None:
+            self.payload_dict = orjson.loads(cast(str, self.payload_json))
+        return self.payload_dict
 
     @classmethod
     def make(cls, fact_key: str, kind: str, logical_key: str, status: str, payload: dict[str, Any],

@@ -102,8 +102,6 @@ def _members(obj: dict[str, Any]) -> str:
 
 
 class PaymentParts(NamedTuple):
-    time: str  # the payload fields that vary per payment, for the fact's payload dict
-    amount_cents: int | None
     pair_head: str  # `{"amount_cents":..,"merchant_id":..,"pair_id":"` (the pair id follows)
     pair_mid: str  # `","payment_id":..,"payment_rev":..,"payment_time":..,"rule_version":..,`
     pid_head: str  # `rule|payment|rev|`: the payment's half of the pair id's hashed text
@@ -114,8 +112,6 @@ class PaymentParts(NamedTuple):
 
 
 class SignalParts(NamedTuple):
-    time: str
-    score: float | None
     pair_tail: str  # `"score":..,"signal_id":..,"signal_rev":..,"signal_time":..}`
     pid_tail: str  # `signal|rev`: the signal's half of the pair id's hashed text
 
@@ -130,7 +126,6 @@ def payment_parts(rule_version: str, rule_eid: str, payment_eid: str, payment_id
     body = _members({"payment_id": payment_id, "payment_rev": payment_rev,
                      "payment_time": payment_time, "rule_version": rule_version})
     return PaymentParts(
-        payment_time, amount_cents,
         f'{amount},{merchant},"pair_id":"', f'",{body},',
         f"{rule_eid}|{payment_eid}|{payment_rev}|",
         f"pair|{payment_us}|",
@@ -142,7 +137,7 @@ def signal_parts(signal_eid: str, signal_id: str, signal_rev: int, signal_time: 
                  score: float | None) -> SignalParts:
     tail = _members({"score": score, "signal_id": signal_id, "signal_rev": signal_rev,
                      "signal_time": signal_time})
-    return SignalParts(signal_time, score, tail + "}", f"{signal_eid}|{signal_rev}")
+    return SignalParts(tail + "}", f"{signal_eid}|{signal_rev}")
 
 
 # An outcome's status is one of three words: its JSON text and the closing brace, once.
@@ -403,10 +398,7 @@ class IntervalJoin:
         pjson = f"{pp.pair_head}{pid}{pp.pair_mid}{sp.pair_tail}"
         out.facts.append(Fact(
             f"{pp.fact_key_head}{pid}|publish", "pair", f"{p.eid}|{s.eid}|{self._rule_eid}",
-            "current",
-            pair_payload(self.rule_version, pid, p.key, p.id, p.rev, s.id, s.rev, pp.time,
-                         sp.time, pp.amount_cents, sp.score),
-            digest(pjson.encode()), None, pjson))
+            "current", None, digest(pjson.encode()), None, pjson))
         p.matches[s.id] = pid
         s.matches[p.id] = pid
         self.counters["pairs_published"] += 1
@@ -436,11 +428,8 @@ class IntervalJoin:
         pp = p.parts or self._payment_parts(p)
         n = len(p.matches)
         pjson = f"{pp.outcome_head}{n}{pp.outcome_mid}{_STATUS_TAIL[status]}"
-        out.facts.append(Fact(
-            f"{pp.outcome_key_head}{seq}", "outcome", p.id, status,
-            outcome_payload(p.id, p.rev, p.key, pp.time, pp.amount_cents, status, n,
-                            self.rule_version),
-            digest(pjson.encode()), None, pjson))
+        out.facts.append(Fact(f"{pp.outcome_key_head}{seq}", "outcome", p.id, status, None,
+                              digest(pjson.encode()), None, pjson))
 
     # ------------------------------------------------------------------ records
     def on_record(self, rec: Record, out: Emit) -> None:
