@@ -29,10 +29,11 @@ def reference_rows(source_dir: str) -> list[dict]:
     log = FileLog(source_dir, ["payments"], {"payments": PAYMENT.arrival_time_field})
     rows = []
     for raw in log.merged({}):
-        if not isinstance(raw.obj, dict):
+        obj = raw.obj  # decoded from the line on each access
+        if not isinstance(obj, dict):
             continue
         try:
-            rec = validate(PAYMENT, raw.obj, raw.partition, raw.offset, len(raw.line))
+            rec = validate(PAYMENT, obj, raw.partition, raw.offset, len(raw.line))
         except InvalidRecord:
             continue
         rows.append({"id": rec.id, "revision": rec.revision, "account": rec.payload["account_id"],

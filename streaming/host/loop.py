@@ -20,7 +20,7 @@ from ..contracts import InvalidRecord, decode, quarantine_text
 from ..operators.base import Emit, Quarantined, safe_text
 from ..sources import open_source
 from ..sources.filelog import RawRecord
-from ..sources.records import decode_own
+from ..sources.records import own_arrival
 from ..store.ops import BatchWrite, SinkResult, Store, dumps, now_iso, shared_store
 from ..store.writer_process import WriterProcess
 from ..timeutil import NEG_INF, event_date
@@ -282,7 +282,7 @@ class Worker:
             if prev is None:
                 prev = self.wms[raw.topic].last_arrival[raw.partition]
             own = (None if raw.fault is not None else
-                   decode_own(raw.line, contracts[raw.topic].arrival_time_field)[1])
+                   own_arrival(raw.line, contracts[raw.topic].arrival_time_field))
             running[tp] = raw.arrival_us = prev if own is None else max(prev, own)
 
     def _run_batch(self, raws: list[RawRecord], decisions: list | None,

@@ -33,7 +33,7 @@ from ..timeutil import NEG_INF
 from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, TP,  # noqa: F401
                       PartitionBuffer, RawRecord, SourceError, SourceFault, arrival_jump,
                       arrival_suspect, claims_future,
-                      decode_lines, decode_own, decode_partitions, jump_fault, merge_by_arrival,
+                      decode_partitions, jump_fault, merge_by_arrival, own_arrival, own_arrivals,
                       partition_frontier, suspect_jump, trailing_jump, wall_clock_us)
 
 MARK_EVERY = 4096  # lines between kept byte positions of a partition file
@@ -94,7 +94,7 @@ def _record_lines(raws: list[bytes], offset: int) -> list[bytes]:
 
 class _Reader:
     """A forward position in a partition file: the next line's offset, the running arrival
-    before it, and decoded lines of look-ahead (read to judge an arrival jump). A
+    before it, and lines of look-ahead with their own arrivals (read to judge an arrival jump). A
     `self_judged` reader judges the partition by its own records only (what it claims,
     `records.partition_frontier`): far-future suspects are not put to the other partitions."""
 
@@ -103,7 +103,7 @@ class _Reader:
     def __init__(self, fh: BinaryIO, off: int, prev: int, self_judged: bool = False):
         self.fh, self.off, self.prev = fh, off, prev
         self.self_judged = self_judged
-        self.ahead: deque[tuple[bytes, object, int | None]] = deque()
+        self.ahead: deque[tuple[bytes, int | None]] = deque()
 
 
 class _Partition:
@@ -151,7 +151,7 @@ class _Partition:
         with open(self._file(), "rb") as fh:
             fh.seek(self._byte_start(start))
             for off in range(start, self.count):
-                own = decode_own(_record_bytes(fh.readline(), off), self.arrival_field)[1]
+                own = own_arrival(_record_bytes(fh.readline(), off), self.arrival_field)
                 if own is not None:
                     owns.append(own)
         return owns
@@ -167,10 +167,10 @@ class _Partition:
             while r.off < self.count - 1:
                 self._next(r)
             if r.ahead:  # read ahead already, to judge its predecessor
-                own = r.ahead[0][2]
+                own = r.ahead[0][1]
             else:
                 line = _record_bytes(r.fh.readline(), self.count - 1)
-                own = decode_own(line, self.arrival_field)[1]
+                own = own_arrival(line, self.arrival_field)
         finally:
             r.fh.close()
         return partition_frontier(r.prev, own)
@@ -192,17 +192,17 @@ class _Partition:
         assert self.path is not None, f"{self.tp} has no file to read"
         return self.path
 
-    def _next(self, r: _Reader) -> tuple[bytes, object, int, tuple[str, str] | None]:
-        """Decode the reader's line: (bytes, object, merge arrival, source fault)."""
+    def _next(self, r: _Reader) -> tuple[bytes, int, tuple[str, str] | None]:
+        """Decode the reader's line: (bytes, merge arrival, source fault)."""
         off = r.off
         if off % MARK_EVERY == 0 and not r.self_judged:
             self.mark_prev.setdefault(off // MARK_EVERY, r.prev)
         field = self.arrival_field
         if r.ahead:
-            line, obj, own = r.ahead.popleft()
+            line, own = r.ahead.popleft()
         else:
             line = _record_bytes(r.fh.readline(), off)
-            obj, own = decode_own(line, field)
+            own = own_arrival(line, field)
         prev = r.prev
         fault = None
         jump = self.max_jump_us
@@ -221,8 +221,8 @@ class _Partition:
             while len(r.ahead) < want:
                 at = off + 1 + len(r.ahead)
                 nline = _record_bytes(r.fh.readline(), at)
-                r.ahead.append((nline, *decode_own(nline, field)))
-            later = [x[2] for x in r.ahead]
+                r.ahead.append((nline, own_arrival(nline, field)))
+            later = [x[1] for x in r.ahead]
             if r.self_judged:
                 why = arrival_jump(own, prev, later, jump)
             else:
@@ -234,7 +234,7 @@ class _Partition:
             prev = own
         r.prev = prev
         r.off = off + 1
-        return line, obj, prev, fault
+        return line, prev, fault
 
     def _fill(self) -> None:
         """Decode the next READ_AHEAD lines (at most up to the counted end) into the window.
@@ -252,7 +252,7 @@ class _Partition:
         need = end - off - len(ahead)
         if need > 0:
             at = off + len(ahead)
-            ahead.extend(decode_lines(_record_lines(list(islice(r.fh, need)), at),
+            ahead.extend(own_arrivals(_record_lines(list(islice(r.fh, need)), at),
                                       self.arrival_field))
         win = self.win
         add = win.append
@@ -263,17 +263,17 @@ class _Partition:
         while off < end:
             if off % MARK_EVERY == 0:
                 mark_prev.setdefault(off // MARK_EVERY, prev)
-            own = ahead[0][2]
+            own = ahead[0][1]
             # `arrival_suspect`, inline, as in `_next`: it is asked of every record.
             if jump is None or own is None or (prev > NEG_INF and own - prev <= jump):
-                line, obj, _ = pop()
+                line = pop()[0]
                 if own is not None and own > prev:
                     prev = own
-                add(RawRecord(topic, part, off, line, obj, prev))
+                add(RawRecord(topic, part, off, line, prev))
             else:
                 r.off, r.prev = off, prev
-                line, obj, prev, fault = self._next(r)
-                add(RawRecord(topic, part, off, line, obj, prev, fault))
+                line, prev, fault = self._next(r)
+                add(RawRecord(topic, part, off, line, prev, fault))
             off += 1
         r.off, r.prev = off, prev
 
@@ -339,7 +339,7 @@ class _Partition:
         # Anywhere else: decode there with a reader of its own.
         other = self._open_at(off)
         try:
-            return self._next(other)[2]
+            return self._next(other)[1]
         finally:
             other.fh.close()
 

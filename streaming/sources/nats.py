@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 from .filelog import (DEFAULT_MAX_ARRIVAL_JUMP_US, TP, PartitionBuffer, SourceError,
-                      decode_partitions)
+                      SourceFault, decode_partitions)
 
 log = logging.getLogger(__name__)
 
@@ -166,20 +166,20 @@ class NatsSource(PartitionBuffer):
         self._arrival_field = arrival_field or {}
         self._lines: dict[TP, list[bytes]] = {}
         self._seqs: dict[TP, list[int]] = {}
-        self._objs: dict[TP, list[object]] = {}
+        self._faults: dict[TP, list[SourceFault | None]] = {}
         self._arrivals: dict[TP, list[int]] = {}
         self._fp_cache: dict[TP, tuple[int, Any]] = {}
         self.partition_counts: dict[str, int] = {}
         self.partitioner = ""
         self.stream_created = ""
         run_private(self._load)
-        self._objs, self._arrivals, held = decode_partitions(
+        self._faults, self._arrivals, held = decode_partitions(
             self._lines, self._arrival_field, max_arrival_jump_us, self._hold_trailing())
         for tp in held:
             # Not a record yet: the live tail delivers it again and judges it there.
             self._lines[tp].pop()
             self._seqs[tp].pop()
-            self._objs[tp].pop()
+            self._faults[tp].pop()
             self._arrivals[tp].pop()
 
     def _hold_trailing(self) -> bool:

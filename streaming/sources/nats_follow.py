@@ -25,14 +25,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-import orjson
-
-from ..timeutil import NEG_INF, TimeFormatError, parse_utc_us
+from ..timeutil import NEG_INF
 from .filelog import TP, RawRecord, SourceError
 from .nats import NatsSource
 from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, SourceFault, arrival_jump,
-                      arrival_suspect, jump_fault, partition_frontier, trailing_jump,
-                      wall_clock_us)
+                      arrival_suspect, jump_fault, own_arrival, partition_frontier,
+                      trailing_jump, wall_clock_us)
 
 
 @dataclass
@@ -187,17 +185,8 @@ class NatsFollowSource(NatsSource):
         held = self._held
         while inbox and len(out) < max_records:
             tp, seq, data, stamp = inbox.popleft()
-            try:
-                obj: object = orjson.loads(data)
-            except orjson.JSONDecodeError as exc:
-                obj = exc
-            own = None
-            if isinstance(obj, dict):
-                try:
-                    own = parse_utc_us(obj.get(self._arrival_field.get(tp[0], "arrival_time")))
-                except TimeFormatError:
-                    own = None
-            item = (seq, data, stamp, obj, own)
+            own = own_arrival(data, self._arrival_field.get(tp[0], "arrival_time"))
+            item = (seq, data, stamp, own)
             waiting = held.get(tp)
             if waiting is None and self._unconfirmed(tp, own):
                 waiting = held[tp] = collections.deque()
@@ -229,7 +218,7 @@ class NatsFollowSource(NatsSource):
             if q == tp:
                 continue
             held = self._held.get(q, ())
-            owns = [h[4] for h in held if h[4] is not None]
+            owns = [h[3] for h in held if h[3] is not None]
             latest = max(latest, partition_frontier(arrivals[-1] if arrivals else NEG_INF,
                                                     max(owns) if owns else None))
         return latest
@@ -255,12 +244,12 @@ class NatsFollowSource(NatsSource):
         field_name = self._arrival_field.get(tp[0], "arrival_time")
         out: list[RawRecord] = []
         while held:
-            _, _, _, _, own = held[0]
+            own = held[0][3]
             prev = self._prev(tp)
             fault = None
             if arrival_suspect(own, prev, bound):
                 assert own is not None and bound is not None
-                later = [h[4] for h in itertools.islice(held, 1, 1 + JUMP_LOOKAHEAD)]
+                later = [h[3] for h in itertools.islice(held, 1, 1 + JUMP_LOOKAHEAD)]
                 why = arrival_jump(own, prev, later, bound)
                 if why is not None:
                     fault = jump_fault(own, prev, why, field_name, bound)
@@ -269,7 +258,7 @@ class NatsFollowSource(NatsSource):
                     # It claims the future and no other subject confirms it: its own
                     # subject's later records cannot (a cluster would confirm itself), but
                     # any of them arriving earlier again contradicts it.
-                    why = arrival_jump(own, prev, [h[4] for h in itertools.islice(held, 1, None)],
+                    why = arrival_jump(own, prev, [h[3] for h in itertools.islice(held, 1, None)],
                                        bound)
                     if why is None:
                         break
@@ -280,12 +269,12 @@ class NatsFollowSource(NatsSource):
         return out
 
     def _append(self, tp: TP, item: tuple, fault: tuple[str, str] | None) -> RawRecord:
-        seq, data, stamp, obj, own = item
+        seq, data, stamp, own = item
         seqs = self._seqs[tp]
         if seqs and seq <= seqs[-1]:
             raise SourceError(f"{self.location.subject(*tp)}: stream sequence {seq} delivered "
                               f"after {seqs[-1]}")
-        lines, objs, arrivals = self._lines[tp], self._objs[tp], self._arrivals[tp]
+        lines, faults, arrivals = self._lines[tp], self._faults[tp], self._arrivals[tp]
         prev = self._prev(tp)
         # The same rule as `decode_partitions`: a missing arrival, or a jump, keeps its
         # predecessor's.
@@ -293,11 +282,11 @@ class NatsFollowSource(NatsSource):
         offset = len(lines)
         lines.append(data)
         seqs.append(seq)
-        objs.append(SourceFault(*fault, obj) if fault is not None else obj)
+        faults.append(SourceFault(*fault) if fault is not None else None)
         arrivals.append(arr)
         if stamp:
             self._stamps[tp][offset] = stamp
-        return RawRecord(tp[0], tp[1], offset, data, obj, arr, fault)
+        return RawRecord(tp[0], tp[1], offset, data, arr, fault)
 
     def take_stamps(self, ranges: dict[str, list[int]] | dict) -> list[int]:
         """JetStream timestamps (ns) of the live records in `ranges` ("topic:p" -> [lo, hi]),

@@ -8,6 +8,8 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
+
 import msgspec
 import orjson
 
@@ -35,41 +37,123 @@ class RawRecord(msgspec.Struct):
     partition: int
     offset: int
     line: bytes
-    obj: object  # decoded JSON object, or an Exception if the line did not decode
     arrival_us: int  # the line's arrival time, or its predecessor's when it has none
     # Set when the source itself judges the record unusable (reason, detail); the host
     # quarantines it without validating. Today: `arrival_time_jump`.
     fault: tuple[str, str] | None = None
 
+    @property
+    def obj(self) -> object:
+        """The line's JSON value, or the decode error (`json_object`): built only when asked
+        (the host decodes the line against its contract, not from this), so reading a
+        record costs no dict."""
+        return json_object(self.line)
 
-def decode_own(line: bytes, arrival_field: str) -> tuple[object, int | None]:
-    """A line's JSON object (or the decode error) and its own arrival time (None: unusable)."""
-    _, obj, own = decode_lines([line], arrival_field)[0]
-    return obj, own
+
+def json_object(line: bytes) -> object:
+    """A line's JSON value, or the `orjson.JSONDecodeError` when it is not JSON."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        return exc
 
 
-def decode_lines(lines: list[bytes], arrival_field: str
-                 ) -> list[tuple[bytes, object, int | None]]:
-    """`(line, object, own arrival)` of each line, as `decode_own` gives them: decoded as a
-    block, so a window of lines costs one call instead of one per line."""
-    loads = orjson.loads
+def object_arrival(obj: object, arrival_field: str) -> int | None:
+    """The arrival rule on a decoded line (`json_object`): the `arrival_field` of a JSON
+    object, when it is a time `parse_utc_us` accepts; None (unusable) for anything else."""
+    if not isinstance(obj, dict):
+        return None
+    try:
+        return parse_utc_us(obj.get(arrival_field))
+    except TimeFormatError:
+        return None
+
+
+# Lines longer than this may nest deeper than orjson's limit (1024 levels need 2050 bytes),
+# which msgspec's skipping does not count alike (`_plain`).
+_DEEP_LINE = 2048
+# Every digit as "0", "E" as "e" and "+" as "0", so that one search finds an exponent of three
+# or more digits: a number beyond a double has one, or 210 integer digits or more
+# (10**(209 + 99) < 1.7976931348623157e308 < 10**(210 + 99)).
+_NUMBER_SHAPE = bytes.maketrans(b"123456789E+", b"000000000e0")
+_BIG_EXPONENT = b"e000"
+_LONG_DIGITS = b"0" * 210
+
+
+def _plain(lines: list[bytes]) -> bool:
+    """None of the lines can hold what msgspec skips more leniently than orjson decodes:
+    invalid UTF-8 (an ASCII line has none), a number beyond a double (orjson refuses it), or
+    nesting past orjson's limit (only a long line nests that deep). Asked of a whole block at
+    once, the lines joined by a newline (which no number or exponent spans): one pass over the
+    bytes instead of a few calls per line. (`find`, not `in`: `in` on bytes first tries the
+    needle as an integer and builds an error message each time.)"""
+    if not lines:
+        return True
+    longest = max(map(len, lines))
+    if longest > _DEEP_LINE:
+        return False
+    block = b"\n".join(lines)
+    if not block.isascii():
+        return False
+    shape = block.translate(_NUMBER_SHAPE)
+    return (shape.find(_BIG_EXPONENT) < 0
+            and (longest < len(_LONG_DIGITS) or shape.find(_LONG_DIGITS) < 0))
+
+
+def _arrival_decoder(arrival_field: str) -> Callable[[bytes], Any]:
+    """msgspec's decoder of a one-field struct holding `arrival_field` (any JSON value; the
+    line's other fields are skipped without being built)."""
+    decode = _ARRIVAL_DECODERS.get(arrival_field)
+    if decode is None:
+        struct = msgspec.defstruct("ArrivalOnly", [("value", Any, None)],
+                                   rename={"value": arrival_field})
+        decode = _ARRIVAL_DECODERS[arrival_field] = msgspec.json.Decoder(struct).decode
+    return decode
+
+
+_ARRIVAL_DECODERS: dict[str, Callable[[bytes], Any]] = {}
+
+
+def own_arrivals(lines: list[bytes], arrival_field: str) -> list[tuple[bytes, int | None]]:
+    """`(line, own arrival)` of each line (None: unusable): exactly
+    `object_arrival(json_object(line), arrival_field)`, without building the line's object in
+    the common case.
+
+    msgspec reads the one field and skips the rest. Its skipping is laxer than orjson's full
+    decode (`_plain`), so a line with a usable arrival is trusted only when its block, or
+    else the line itself, is plain; any other, and any line msgspec refuses, goes through the
+    full decode. A line msgspec reads with a value that is not a usable time is unusable
+    either way: orjson gives the same value (duplicate keys: both keep the last) or refuses
+    the line."""
+    decode = _arrival_decoder(arrival_field)
     parse = parse_utc_us
-    out: list[tuple[bytes, object, int | None]] = []
+    plain = _plain(lines)
+    out: list[tuple[bytes, int | None]] = []
     add = out.append
     for line in lines:
         try:
-            obj = loads(line)
-        except orjson.JSONDecodeError as exc:
-            add((line, exc, None))
+            value = decode(line).value
+        except Exception:  # noqa: BLE001 - any refusal (malformed, not an object, too deep)
+            add((line, object_arrival(json_object(line), arrival_field)))
             continue
-        if not isinstance(obj, dict):
-            add((line, obj, None))
+        if type(value) is not str:
+            add((line, None))
             continue
         try:
-            add((line, obj, parse(obj.get(arrival_field))))
+            own = parse(value)
         except TimeFormatError:
-            add((line, obj, None))
+            add((line, None))
+            continue
+        if plain or _plain([line]):
+            add((line, own))
+        else:
+            add((line, object_arrival(json_object(line), arrival_field)))
     return out
+
+
+def own_arrival(line: bytes, arrival_field: str) -> int | None:
+    """One line's own arrival time (`own_arrivals`; None: unusable)."""
+    return own_arrivals([line], arrival_field)[0][1]
 
 
 def arrival_suspect(own: int | None, prev: int, max_jump_us: int | None) -> bool:
@@ -167,32 +251,32 @@ def jump_fault(own: int, prev: int, why: str, arrival_field: str,
 
 def _decode_one_partition(lines: list[bytes], arrival_field: str, max_jump_us: int | None,
                           now_us: int, others: int | None = None
-                          ) -> tuple[list[object], list[int], int | None, bool]:
-    """One partition: objects, merge arrivals, and the own arrival of its last record when
-    that is a suspect only the other partitions can judge (merged, until then, at its
-    predecessor's arrival), and whether a suspect claims the future (`claims_future`, `now_us`
-    when the source is read). With `others` (the other partitions' frontier) such suspects
-    are judged by them (`suspect_jump`); without it the partition is judged by itself (what it
-    claims, `partition_frontier`)."""
-    decoded = [decode_own(line, arrival_field) for line in lines]
+                          ) -> tuple[list[SourceFault | None], list[int], int | None, bool]:
+    """One partition: the source's faults (None: none), merge arrivals, and the own arrival
+    of its last record when that is a suspect only the other partitions can judge (merged,
+    until then, at its predecessor's arrival), and whether a suspect claims the future
+    (`claims_future`, `now_us` when the source is read). With `others` (the other
+    partitions' frontier) such suspects are judged by them (`suspect_jump`); without it the
+    partition is judged by itself (what it claims, `partition_frontier`)."""
+    owns = [own_arrival(line, arrival_field) for line in lines]
     arrivals: list[int] = []
-    objs: list[object] = []
+    faults: list[SourceFault | None] = []
     prev = NEG_INF
     trailing = None
     future = False
-    last = len(decoded) - 1
+    last = len(owns) - 1
 
     def others_frontier() -> int:
         assert others is not None  # asked only when the other partitions judge
         return others
 
-    for i, (obj, own) in enumerate(decoded):
+    for i, own in enumerate(owns):
         if i == last and arrival_suspect(own, prev, max_jump_us):
             trailing = own
-            objs.append(obj)
+            faults.append(None)
             arrivals.append(prev)
             break
-        nxt = [o for _, o in decoded[i + 1:i + 1 + JUMP_LOOKAHEAD]]
+        nxt = owns[i + 1:i + 1 + JUMP_LOOKAHEAD]
         if others is None:
             why = arrival_jump(own, prev, nxt, max_jump_us)
             if (why is None and own is not None and max_jump_us is not None
@@ -204,21 +288,22 @@ def _decode_one_partition(lines: list[bytes], arrival_field: str, max_jump_us: i
         if why is not None:
             # a jump is only found between two known arrival times under a set bound
             assert own is not None and max_jump_us is not None
-            objs.append(SourceFault(*jump_fault(own, prev, why, arrival_field, max_jump_us), obj))
+            faults.append(SourceFault(*jump_fault(own, prev, why, arrival_field, max_jump_us)))
         else:
-            objs.append(obj)
+            faults.append(None)
             if own is not None and own > prev:
                 prev = own
         arrivals.append(prev)
-    return objs, arrivals, trailing, future
+    return faults, arrivals, trailing, future
 
 
 def decode_partitions(lines: dict[TP, list[bytes]], arrival_fields: dict[str, str],
                       max_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US,
                       hold_trailing: bool = False, now_us: int | None = None
-                      ) -> tuple[dict[TP, list[object]], dict[TP, list[int]], dict[TP, int]]:
-    """Decode every partition of a source: per partition the JSON objects (or the decode
-    error, or a `SourceFault`) and the arrival times used to merge partitions. Shared by every
+                      ) -> tuple[dict[TP, list[SourceFault | None]], dict[TP, list[int]],
+                                 dict[TP, int]]:
+    """Decode every partition of a source: per partition the source's fault of each record
+    (a `SourceFault`, or None) and the arrival times used to merge partitions. Shared by every
     source so they replay in the same order. A line without a usable arrival time, or with an
     arrival jump, keeps its predecessor's arrival: it is consumed right after it.
 
@@ -228,14 +313,14 @@ def decode_partitions(lines: dict[TP, list[bytes]], arrival_fields: dict[str, st
     value (partition -> its own arrival) and left to the caller to hold back. `now_us`: when
     the source is read (default: the wall clock)."""
     now = wall_clock_us() if now_us is None else now_us
-    objs: dict[TP, list[object]] = {}
+    faults: dict[TP, list[SourceFault | None]] = {}
     arrivals: dict[TP, list[int]] = {}
     pending: dict[TP, int] = {}
     future: list[TP] = []  # partitions with a far-future suspect they do not contradict
     for tp, part_lines in lines.items():
         o, a, trailing, fut = _decode_one_partition(
             part_lines, arrival_fields.get(tp[0], "arrival_time"), max_jump_us, now)
-        objs[tp], arrivals[tp] = o, a
+        faults[tp], arrivals[tp] = o, a
         if trailing is not None:
             pending[tp] = trailing
         if fut:
@@ -250,7 +335,7 @@ def decode_partitions(lines: dict[TP, list[bytes]], arrival_fields: dict[str, st
         others = max((f for q, f in frontiers.items() if q != tp), default=NEG_INF)
         o, a, trailing, _ = _decode_one_partition(
             lines[tp], arrival_fields.get(tp[0], "arrival_time"), max_jump_us, now, others)
-        objs[tp], arrivals[tp] = o, a
+        faults[tp], arrivals[tp] = o, a
         pending.pop(tp, None)
         if trailing is not None:
             pending[tp] = trailing
@@ -266,30 +351,29 @@ def decode_partitions(lines: dict[TP, list[bytes]], arrival_fields: dict[str, st
         else:
             assert max_jump_us is not None  # a suspect needs a bound
             field = arrival_fields.get(tp[0], "arrival_time")
-            objs[tp][-1] = SourceFault(*jump_fault(own, prev, why, field, max_jump_us),
-                                       objs[tp][-1])
-    return objs, arrivals, held
+            faults[tp][-1] = SourceFault(*jump_fault(own, prev, why, field, max_jump_us))
+    return faults, arrivals, held
 
 
 class SourceFault:
-    """A decoded object the source judged unusable, with the reason (in-memory sources keep
-    objects in lists; `RawRecord.fault` is filled from it)."""
+    """Why the source judged a record unusable (in-memory sources keep one per record, or
+    None, in lists; `RawRecord.fault` is filled from it)."""
 
-    __slots__ = ("reason", "detail", "obj")
+    __slots__ = ("reason", "detail")
 
-    def __init__(self, reason: str, detail: str, obj: object):
-        self.reason, self.detail, self.obj = reason, detail, obj
+    def __init__(self, reason: str, detail: str):
+        self.reason, self.detail = reason, detail
 
 
-def raw_record(topic: str, part: int, off: int, line: bytes, obj: object,
+def raw_record(topic: str, part: int, off: int, line: bytes, fault: SourceFault | None,
                arr: int) -> RawRecord:
-    if isinstance(obj, SourceFault):
-        return RawRecord(topic, part, off, line, obj.obj, arr, (obj.reason, obj.detail))
-    return RawRecord(topic, part, off, line, obj, arr)
+    if fault is not None:
+        return RawRecord(topic, part, off, line, arr, (fault.reason, fault.detail))
+    return RawRecord(topic, part, off, line, arr)
 
 
 def merge_by_arrival(tps: list[TP], positions: dict[TP, int], lines: dict[TP, list[bytes]],
-                     objs: dict[TP, list[object]], arrivals: dict[TP, list[int]]
+                     faults: dict[TP, list[SourceFault | None]], arrivals: dict[TP, list[int]]
                      ) -> Iterator[RawRecord]:
     """Records of every partition from `positions` on, merged by (arrival, topic, partition,
     offset); each partition stays in offset order."""
@@ -302,21 +386,21 @@ def merge_by_arrival(tps: list[TP], positions: dict[TP, int], lines: dict[TP, li
     while heap:
         arr, topic, part, off = heapq.heappop(heap)
         tp = (topic, part)
-        yield raw_record(topic, part, off, lines[tp][off], objs[tp][off], arr)
+        yield raw_record(topic, part, off, lines[tp][off], faults[tp][off], arr)
         nxt = off + 1
         if nxt < len(arrivals[tp]):
             heapq.heappush(heap, (arrivals[tp][nxt], topic, part, nxt))
 
 
 class PartitionBuffer:
-    """What an in-memory source holds: per topic-partition lines, decoded objects and arrival
-    times, offset-addressed, merged by arrival. Subclasses fill `topics`, `partition_counts`,
-    `_lines`, `_objs` and `_arrivals`."""
+    """What an in-memory source holds: per topic-partition lines, the source's faults and
+    arrival times, offset-addressed, merged by arrival. Subclasses fill `topics`,
+    `partition_counts`, `_lines`, `_faults` and `_arrivals`."""
 
     topics: list[str]
     partition_counts: dict[str, int]
     _lines: dict[TP, list[bytes]]
-    _objs: dict[TP, list[object]]
+    _faults: dict[TP, list[SourceFault | None]]
     _arrivals: dict[TP, list[int]]
 
     def tps(self) -> list[TP]:
@@ -329,8 +413,8 @@ class PartitionBuffer:
         return sum(len(v) for v in self._lines.values())
 
     def read_at(self, tp: TP, offset: int) -> RawRecord:
-        return raw_record(tp[0], tp[1], offset, self._lines[tp][offset], self._objs[tp][offset],
-                    self._arrivals[tp][offset])
+        return raw_record(tp[0], tp[1], offset, self._lines[tp][offset],
+                          self._faults[tp][offset], self._arrivals[tp][offset])
 
     def next_arrival(self, tp: TP, offset: int) -> int | None:
         arr = self._arrivals.get(tp, ())
@@ -344,4 +428,4 @@ class PartitionBuffer:
 
     def merged(self, positions: dict[TP, int]) -> Iterator[RawRecord]:
         """All records from `positions` on, merged by (arrival, topic, partition, offset)."""
-        return merge_by_arrival(self.tps(), positions, self._lines, self._objs, self._arrivals)
+        return merge_by_arrival(self.tps(), positions, self._lines, self._faults, self._arrivals)
