@@ -250,3 +250,27 @@ def test_quarantine_text_is_storable_and_keeps_everything_else():
     assert quarantine_text(b"caf\xc3\xa9 \xff") == "caf\u00e9 \\xff"
     assert quarantine_text(b'{"a": "\\u0000"}') == '{"a": "\\u0000"}'
     assert "\x00" not in quarantine_text(bytes(range(256)))
+
+
+@pytest.mark.parametrize("topic", sorted(CONTRACTS))
+@pytest.mark.parametrize("depth", [900, 1000, 1020, 1100, 100_000])
+def test_deeply_nested_lines_are_quarantined_not_raised(topic, depth):
+    """msgspec follows nesting only to the interpreter's recursion limit (about 1,000 levels,
+    below orjson's 1,024): a line nested deeper, in a field the contract lacks or as the whole
+    line, is judged by the general reader and quarantined with a reason; it never stops the
+    worker with a RecursionError."""
+    nested = b"[" * depth + b"1" + b"]" * depth
+    good = line(GOOD[topic])
+    inside = good[:-1] + b',"extra":' + nested + b"}"
+    expected = "malformed_json" if depth > 1024 else None  # past orjson's depth limit
+    c = CONTRACTS[topic]
+    if expected is None:
+        rec = decode(c, inside, 0, 7)  # an unknown field is ignored, however deep
+        assert rec.payload_hash == decode(c, good, 0, 7).payload_hash
+    else:
+        with pytest.raises(InvalidRecord) as err:
+            decode(c, inside, 0, 7)
+        assert err.value.reason == expected
+    with pytest.raises(InvalidRecord) as whole:
+        decode(c, nested, 0, 7)
+    assert whole.value.reason == ("malformed_json" if depth > 1024 else "not_an_object")

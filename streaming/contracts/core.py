@@ -200,7 +200,10 @@ def decode(contract: Contract, line: bytes, partition: int, offset: int) -> Reco
     rules)."""
     try:
         struct = contract.decoder.decode(line)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        # RecursionError: msgspec descends into every value, even of a field the contract
+        # does not have, and stops at the interpreter's recursion limit (about 1,000 levels,
+        # below orjson's 1,024): the general reader then judges the line.
         struct = None
     if struct is not None:
         rec = _record(contract, struct, partition, offset, len(line))
@@ -217,6 +220,9 @@ def validate(contract: Contract, obj: object, partition: int, offset: int, size:
         struct = msgspec.convert(obj, contract.struct, strict=True)
     except msgspec.ValidationError as exc:
         raise _defect(contract, obj, str(exc)) from None
+    except RecursionError:
+        raise InvalidRecord(R.MALFORMED_JSON, "nested deeper than the decoder follows "
+                                              "(about 1,000 levels)") from None
     rec = _record(contract, struct, partition, offset, size)
     if rec is None:
         raise _defect(contract, obj, "an identifier or instant outside its bounds")
