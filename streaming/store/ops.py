@@ -12,7 +12,7 @@ from operator import itemgetter
 from typing import Any
 
 import orjson
-from sqlalchemy import Table, create_engine, event, func, select, update
+from sqlalchemy import Select, Table, create_engine, event, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from ..redaction import connect_url
@@ -236,10 +236,25 @@ def _literal(value: str | int | None) -> str:
 
 # The view's columns other than its key, replaced when a newer fact of the key is written.
 _VIEW_SET = ("fact_key = excluded.fact_key, status = excluded.status, "
-             "payload = excluded.payload, batch_seq = excluded.batch_seq")
+             "fact_id = excluded.fact_id, batch_seq = excluded.batch_seq")
 _VIEW_INSERT = ("INSERT INTO current_view (pipeline, kind, logical_key, fact_key, status, "
-                "payload, batch_seq)")
+                "fact_id, batch_seq)")
+# A view row is taken from the fact row it names: every column is the fact's own, so the view
+# can never disagree with its fact. Callers add the WHERE clause choosing the facts (SQLite
+# needs one before ON CONFLICT in an INSERT ... SELECT).
+_VIEW_FROM_FACTS = ("SELECT pipeline, kind, logical_key, fact_key, status, id, batch_seq "
+                    "FROM facts")
 _VIEW_CONFLICT = f"ON CONFLICT (pipeline, kind, logical_key) DO UPDATE SET {_VIEW_SET}"
+
+
+def current_with_payload() -> Select:
+    """The current view as its readers see it: the view's columns with the payload of the fact
+    each row names, under the same names and in the same order as when the view held a copy of
+    the payload. Readers add their WHERE and ORDER BY."""
+    v, f = S.current_view.c, S.facts.c
+    return (select(v.pipeline, v.kind, v.logical_key, v.fact_key, v.status, f.payload,
+                   v.batch_seq)
+            .select_from(S.current_view.join(S.facts, f.id == v.fact_id)))
 
 
 def _superseded_in_batch(facts: list) -> list[int]:
@@ -267,7 +282,7 @@ def _sqlite_direct(conn: Connection, pipeline: str, ordered: list, payloads: lis
                    with_view: bool) -> bool:
     """SQLite: one prepared executemany straight into the facts, binding only the per-row
     columns (the batch's constants are literals). True when every key was new (the common
-    case): the facts are written and, with `with_view`, the current view too, copied from the
+    case): the facts are written and, with `with_view`, the current view too, pointed at the
     fact rows just written (by rowid) rather than bound again from Python. False when some key
     existed: nothing is written (rolled back to a savepoint) and the staged path decides."""
     conn.exec_driver_sql("SAVEPOINT facts_direct")
@@ -289,17 +304,15 @@ def _sqlite_direct(conn: Connection, pipeline: str, ordered: list, payloads: lis
         if after == before + n:
             # Each insert took the largest rowid plus one (facts are never deleted), so the
             # batch's facts are rowids before+1 .. before+n in batch order: one statement
-            # copies them into the view, leaving out those a later fact of its key follows.
+            # points the view at them, leaving out those a later fact of its key follows.
             skip = [before + 1 + i for i in _superseded_in_batch(ordered)]
             conn.exec_driver_sql(
-                f"{_VIEW_INSERT} SELECT pipeline, kind, logical_key, fact_key, status, payload, "
-                "batch_seq FROM facts WHERE id > ? AND id <= ? AND id NOT IN "
+                f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id > ? AND id <= ? AND id NOT IN "
                 f"(SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
                 (before, after, dumps(skip)))
         else:
-            last = _last_per_logical_key(ordered)
-            _upsert_view(conn, pipeline, batch_seq, [ordered[i] for i in last],
-                         [payloads[i] for i in last])
+            upsert_view_of_facts(conn, pipeline,
+                                 [ordered[i].fact_key for i in _last_per_logical_key(ordered)])
     return True
 
 
@@ -307,12 +320,12 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
                 generation_id: str | None = None) -> SinkResult:
     """The sink contract: a new key is written; an existing key with the same payload hash is a
     no-op; an existing key with another hash is rejected and recorded as an exception. The
-    current view is derived in the same transaction from the newly written facts (the last one
-    per logical key; facts written for a generation leave it alone).
+    current view is derived in the same transaction from the newly written facts (a row names
+    the last one per logical key by id; facts written for a generation leave it alone).
 
     Set-based per batch: the facts are staged (COPY on PostgreSQL), one
-    `INSERT ... SELECT ... ON CONFLICT DO NOTHING RETURNING fact_key` lets the unique index
-    decide and names the keys this batch wrote (SQLite first tries one executemany straight
+    `INSERT ... SELECT ... ON CONFLICT DO NOTHING RETURNING fact_key, id` lets the unique index
+    decide and names the facts this batch wrote (SQLite first tries one executemany straight
     into the table and takes the staged path only when some key existed); only then does one
     join of the stage with the facts read the existing hashes back (by the unique key)."""
     res = SinkResult()
@@ -369,8 +382,8 @@ def _write_staged(conn: Connection, pipeline: str, ordered: list, payloads: list
     _batch_work_mem(conn)
     _stage_facts(conn, rows)
     insert = (f"INSERT INTO facts ({cols}) SELECT {cols} FROM {_STAGE} WHERE true ORDER BY ord "
-              "ON CONFLICT (pipeline, fact_key) DO NOTHING RETURNING fact_key")
-    written = {r[0] for r in conn.exec_driver_sql(insert)}
+              "ON CONFLICT (pipeline, fact_key) DO NOTHING RETURNING fact_key, id")
+    written: dict[str, int] = dict(conn.exec_driver_sql(insert).all())
     existing: dict[str, str] = {}
     if len(written) != len(rows):
         if conn.dialect.name == "postgresql":
@@ -390,21 +403,17 @@ def _write_staged(conn: Connection, pipeline: str, ordered: list, payloads: list
         else:
             conflicts.append((f, existing.get(f.fact_key, "")))
     if with_view and new:
-        # The view rows come from the stage (they never cross the wire again): the written
-        # facts, the last per logical key; every other stage row is left out.
-        keep = {new[j] for j in _last_per_logical_key([ordered[i] for i in new])}
-        skip = [i for i in range(len(ordered)) if i not in keep]
-        select = (f"SELECT pipeline, kind, logical_key, fact_key, status, payload, batch_seq "
-                  f"FROM {_STAGE} WHERE true")
-        if not skip:
-            conn.exec_driver_sql(f"{_VIEW_INSERT} {select} {_VIEW_CONFLICT}")
-        elif conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(f"{_VIEW_INSERT} {select} AND ord NOT IN "
-                                 f"(SELECT unnest(%s::integer[])) {_VIEW_CONFLICT}", (skip,))
+        # The view points at the written facts, the last per logical key, by the ids the
+        # insert returned: one statement probing the facts' primary key, no payload bound.
+        ids = [written[ordered[new[j]].fact_key]
+               for j in _last_per_logical_key([ordered[i] for i in new])]
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id = ANY(%s::integer[]) "
+                                 f"{_VIEW_CONFLICT}", (ids,))
         else:
-            conn.exec_driver_sql(f"{_VIEW_INSERT} {select} AND ord NOT IN "
+            conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id IN "
                                  f"(SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
-                                 (dumps(skip),))
+                                 (dumps(ids),))
 
 
 # The columns the store's queries filter, join or order on: the planner's estimates need
@@ -445,13 +454,19 @@ def _sqlite_path(url: str) -> str | None:
     return path if path and path != ":memory:" else None
 
 
-def _upsert_view(conn: Connection, pipeline: str, batch_seq: int | None, facts: list,
-                 payloads: list[str]) -> None:
-    """The current view rows of `facts` (one per logical key) in one statement."""
-    upsert(conn, S.current_view, [
-        {"pipeline": pipeline, "kind": f.kind, "logical_key": f.logical_key,
-         "fact_key": f.fact_key, "status": f.status, "payload": pj, "batch_seq": batch_seq}
-        for f, pj in zip(facts, payloads, strict=True)], ["pipeline", "kind", "logical_key"])
+def upsert_view_of_facts(conn: Connection, pipeline: str, fact_keys: list[str]) -> None:
+    """Point the current view at the stored facts with these keys (at most one per logical
+    key), in one statement probing the unique fact key."""
+    if not fact_keys:
+        return
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE pipeline = %s AND "
+                             f"fact_key = ANY(%s::text[]) {_VIEW_CONFLICT}",
+                             (pipeline, fact_keys))
+    else:
+        conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE pipeline = ? AND "
+                             f"fact_key IN (SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
+                             (pipeline, dumps(fact_keys)))
 
 
 class Store:
@@ -570,7 +585,7 @@ class Store:
 
     def current(self, pipeline: str, kind: str) -> list[dict]:
         v = S.current_view.c
-        return self.rows(select(S.current_view).where(v.pipeline == pipeline, v.kind == kind)
+        return self.rows(current_with_payload().where(v.pipeline == pipeline, v.kind == kind)
                          .order_by(v.logical_key))
 
     def facts(self, pipeline: str, kind: str | None = None) -> list[dict]:
