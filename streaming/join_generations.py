@@ -23,7 +23,8 @@ from .operators.base import Fact
 from .operators.interval_join import RULE_VERSION, pair_fact_key, pair_logical_key
 from .store import schema as S
 from .store import tables_generations as T
-from .store.ops import Store, dumps, loads, now_iso, upsert, write_facts
+from .store.ops import (Store, current_with_payload, dumps, fact_rows, loads, now_iso, upsert,
+                        upsert_view_of_facts, write_facts)
 from .timeutil import parse_utc_us
 
 log = logging.getLogger(__name__)
@@ -143,17 +144,15 @@ def publish_generation(store: Store, cand: Candidate, pipeline: str = PIPELINE) 
                 f"generation {gid} was built on {expected} but the pointers are now "
                 f"{overlapping}")
         current = {r["logical_key"]: dict(r) for r in conn.execute(
-            select(S.current_view).where(v.pipeline == pipeline, v.kind == "outcome",
+            current_with_payload().where(v.pipeline == pipeline, v.kind == "outcome",
                                          v.logical_key.in_([o["payment_id"]
                                                             for o in cand.outcomes])))
             .mappings()} if cand.outcomes else {}
         pair_facts, corrected = _generation_facts(cand, current)
-        sink = write_facts(conn, pipeline, pair_facts + corrected, None, generation_id=gid)
-        if corrected:
-            upsert(conn, S.current_view, [
-                {"pipeline": pipeline, "kind": "outcome", "logical_key": f.logical_key,
-                 "fact_key": f.fact_key, "status": f.status, "payload": dumps(f.payload),
-                 "batch_seq": None} for f in corrected], ["pipeline", "kind", "logical_key"])
+        sink = write_facts(conn, pipeline, fact_rows(pair_facts + corrected), None,
+                           generation_id=gid)
+        # The corrected finals become current: the view points at their facts just written.
+        upsert_view_of_facts(conn, pipeline, [f.fact_key for f in corrected])
         version = 1 + max((b["version"] for b in cand.based_on), default=0)
         for key, start, end, _, _ in overlapping:
             conn.execute(delete(S.generation_pointers).where(and_(

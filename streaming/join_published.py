@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from sqlalchemy import select
 
 from .store import schema as S
-from .store.ops import Store, loads
+from .store.ops import Store, current_with_payload, loads
 from .timeutil import parse_utc_us, us_to_iso
 
 PIPELINE = "join"
@@ -74,8 +74,8 @@ def published_pairs(store: Store, pipeline: str = PIPELINE) -> list[dict]:
     with snapshot(store) as conn:
         pointers = published_pointers(store, pipeline, conn)
         live = [loads(r.payload) for r in conn.execute(
-            select(v.payload).where(v.pipeline == pipeline, v.kind == "pair",
-                                    v.status == "current"))]
+            current_with_payload().where(v.pipeline == pipeline, v.kind == "pair",
+                                         v.status == "current"))]
         gids = sorted({p["generation_id"] for p in pointers})
         gen = [(r.generation_id, loads(r.payload)) for r in conn.execute(
             select(f.generation_id, f.payload).where(

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from sqlalchemy import func, select
 
 from streaming.store import schema as S
-from streaming.store.ops import Store
+from streaming.store.ops import Store, current_with_payload
 
 NATS_HOST, NATS_PORT = "127.0.0.1", 4222
 ENV = {"RISKSTREAM_REPAIR_KEY": "follow-test-key"}
@@ -146,7 +146,7 @@ def current_rows(store_url: str, pipeline: str) -> list[tuple]:
     try:
         v = S.current_view.c
         return sorted((r["kind"], r["logical_key"], r["fact_key"], r["status"], r["payload"])
-                      for r in store.rows(select(S.current_view).where(v.pipeline == pipeline)))
+                      for r in store.rows(current_with_payload().where(v.pipeline == pipeline)))
     finally:
         store.dispose()
 

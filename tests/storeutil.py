@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from streaming.operators.base import Fact
-from streaming.store.ops import SinkResult, Store, write_facts
+from streaming.store.ops import SinkResult, Store, fact_rows, write_facts
 
 T = TypeVar("T")
 
@@ -28,4 +28,4 @@ def write_conflicting_copy(store: Store, pipeline: str, kind: str | None = None)
     copy = Fact.make(f["fact_key"], f["kind"], f["logical_key"], f["status"],
                      {"rewritten": True})
     with store.engine.begin() as conn:
-        return write_facts(conn, pipeline, [copy], None)
+        return write_facts(conn, pipeline, fact_rows([copy]), None)

@@ -1,18 +1,45 @@
 """The sink contract on both stores: new key written; same key and hash a no-op; same key with
-another hash rejected and recorded; the current view is derived in the same transaction."""
+another hash rejected and recorded; the current view is derived in the same transaction and
+names its fact by id, whose payload the view's readers see."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from streaming.operators.base import Fact
 from streaming.store import schema as S
-from streaming.store.ops import Store, write_facts
+from streaming.store.ops import Store, fact_rows, upsert_view_of_facts, write_facts
 
 
 def fact(key, logical, status, **payload):
-    return Fact.make(key, "pair", logical, status, payload)
+    # The sink writes FactRows: an operator's Fact as the host hands it over.
+    return fact_rows([Fact.make(key, "pair", logical, status, payload)])[0]
+
+
+def assert_view_references_its_facts(store: Store) -> None:
+    """Every view row names an existing fact with its own key columns, and the view's readers
+    see that fact's payload."""
+    v, f = S.current_view.c, S.facts.c
+    rows = store.rows(select(S.current_view, f.pipeline.label("f_pipeline"),
+                             f.kind.label("f_kind"), f.logical_key.label("f_logical_key"),
+                             f.fact_key.label("f_fact_key"), f.status.label("f_status"),
+                             f.batch_seq.label("f_batch_seq"), f.payload.label("f_payload"))
+                      .select_from(S.current_view.outerjoin(S.facts, f.id == v.fact_id)))
+    for r in rows:
+        assert [r[c] for c in ("pipeline", "kind", "logical_key", "fact_key", "status",
+                               "batch_seq")] == \
+            [r[f"f_{c}"] for c in ("pipeline", "kind", "logical_key", "fact_key", "status",
+                                   "batch_seq")], r
+    payloads = {(r["pipeline"], r["kind"], r["logical_key"]): r["f_payload"] for r in rows}
+    for pipeline, kind in {(r["pipeline"], r["kind"]) for r in rows}:
+        for r in store.current(pipeline, kind):
+            assert r["payload"] == payloads[(pipeline, kind, r["logical_key"])]
 
 
 def test_same_hash_noop_other_hash_rejected(store_url):
@@ -118,6 +145,7 @@ def test_current_view_keeps_the_last_written_fact_when_later_ones_already_exist(
                     "C": ("c2", "current", '{"v":"c2"}', 2),
                     "X": ("x1", "current", '{"v":"x1"}', 1)}
     assert [f["fact_key"] for f in store.facts("join")] == ["b2", "x1", "a1", "a2", "c1", "c2"]
+    assert_view_references_its_facts(store)
     store.dispose()
 
 
@@ -171,7 +199,85 @@ def test_current_view_when_sqlite_rowids_are_not_sequential(sqlite_url):
     view = {row["logical_key"]: (row["fact_key"], row["payload"])
             for row in store.current("join", "pair")}
     assert view == {"L": ("a2", '{"v":3}'), "M": ("b1", '{"v":2}')}
+    assert_view_references_its_facts(store)
     store.dispose()
+
+
+def test_view_rows_read_the_payload_of_the_fact_they_name(store_url):
+    # Each way the view is written: a batch of new keys (SQLite: straight into the facts), a
+    # batch where some keys exist (the staged path), and a published generation's corrected
+    # fact pointed at by key. The readers' rows keep their columns, `payload` included.
+    store = Store(store_url)
+    try:
+        with store.engine.begin() as conn:
+            write_facts(conn, "join", [fact("a1", "A", "current", v="a1"),
+                                       fact("b1", "B", "current", v="b1"),
+                                       fact("a2", "A", "retired", v="a2")], 1)
+        with store.engine.begin() as conn:
+            write_facts(conn, "join", [fact("b1", "B", "current", v="b1"),
+                                       fact("b2", "B", "retired", v="b2"),
+                                       fact("c1", "C", "current", v="c1"),
+                                       fact("c2", "C", "current", v="c2")], 2)
+        with store.engine.begin() as conn:
+            corrected = fact("a3", "A", "corrected_final", v="a3")
+            write_facts(conn, "join", [corrected], None, generation_id="g1")
+            upsert_view_of_facts(conn, "join", [corrected.fact_key])
+        rows = store.current("join", "pair")
+        assert [list(r) for r in rows] == [["pipeline", "kind", "logical_key", "fact_key",
+                                            "status", "payload", "batch_seq"]] * 3
+        assert [(r["logical_key"], r["fact_key"], r["status"], r["payload"], r["batch_seq"])
+                for r in rows] == [("A", "a3", "corrected_final", '{"v":"a3"}', None),
+                                   ("B", "b2", "retired", '{"v":"b2"}', 2),
+                                   ("C", "c2", "current", '{"v":"c2"}', 2)]
+        ids = {r["fact_key"]: r["id"] for r in store.facts("join")}
+        view = store.rows(select(S.current_view.c.logical_key, S.current_view.c.fact_id)
+                          .order_by(S.current_view.c.logical_key))
+        assert [(r["logical_key"], r["fact_id"]) for r in view] == \
+            [("A", ids["a3"]), ("B", ids["b2"]), ("C", ids["c2"])]
+        assert_view_references_its_facts(store)
+    finally:
+        store.dispose()
+
+
+# Batches of facts over a few fact keys and logical keys, with the payload a fact key carries
+# varying so batches repeat keys as no-ops and as conflicts.
+_FACTS = st.tuples(st.integers(0, 7), st.integers(0, 2), st.sampled_from(["current", "retired"]),
+                   st.integers(0, 1))
+_BATCHES = st.lists(st.lists(_FACTS, min_size=1, max_size=8), min_size=1, max_size=4)
+_PIPELINES = itertools.count()
+
+
+def _expected_view(batches: list[list[Fact]]) -> dict[str, tuple]:
+    """The current view by the sink contract, from the facts alone: a fact key's first stored
+    payload wins; the view holds the last fact a batch wrote of each logical key."""
+    stored: set[str] = set()
+    view: dict[str, tuple] = {}
+    for seq, batch in enumerate(batches, 1):
+        for f in batch:
+            if f.fact_key not in stored:
+                stored.add(f.fact_key)
+                view[f.logical_key] = (f.fact_key, f.status, f.payload_json, seq)
+    return view
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=_BATCHES)
+def test_current_view_equals_the_last_written_fact_per_logical_key(store_url, batches):
+    # One store for every example, one pipeline name per example.
+    pipeline = f"prop{next(_PIPELINES)}"
+    facts = [[fact(f"k{k}", f"L{lk}", status, v=v) for k, lk, status, v in batch]
+             for batch in batches]
+    store = Store(store_url)
+    try:
+        for seq, batch in enumerate(facts, 1):
+            with store.engine.begin() as conn:
+                write_facts(conn, pipeline, batch, seq)
+        assert {r["logical_key"]: (r["fact_key"], r["status"], r["payload"], r["batch_seq"])
+                for r in store.current(pipeline, "pair")} == _expected_view(facts)
+        assert_view_references_its_facts(store)
+    finally:
+        store.dispose()
 
 
 def _checkpoint_row(seq: int) -> dict:

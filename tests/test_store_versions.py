@@ -7,6 +7,7 @@ adopted as revision 0001 and migrated with its data kept."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -215,3 +216,110 @@ def test_store_created_before_versioning_is_adopted_and_kept(store_factory):
         st.dispose()
     assert revision_of(url) == head_revision()
     assert schema_diff(url) == []
+
+
+def _store_at(url: str, revision: str):
+    """An engine on a new store migrated to `revision` only."""
+    from alembic import command
+
+    from streaming.store.versions import alembic_config
+    engine = make_engine(url)
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+    return engine
+
+
+# Facts of two pipelines that share fact keys, and the current view as revision 0003 held it:
+# a copy of each fact's payload.
+_FACTS_0003 = [("join", "k1", "pair", "p1|s1", "current", '{"v":1}', 1),
+               ("join", "k2", "pair", "p1|s1", "retired", '{"v":2}', 2),
+               ("join", "k3", "outcome", "p1", "final", '{"v":3}', 2),
+               ("ledger", "k1", "window", "a|w", "current", '{"v":4}', None)]
+_VIEW_0003 = [("join", "pair", "p1|s1", "k2", "retired", '{"v":2}', 2),
+              ("join", "outcome", "p1", "k3", "final", '{"v":3}', 2),
+              ("ledger", "window", "a|w", "k1", "current", '{"v":4}', None)]
+_VIEW_COLUMNS = ("pipeline", "kind", "logical_key", "fact_key", "status", "payload",
+                 "batch_seq")
+
+
+def _fill_0003(conn, view=_VIEW_0003) -> None:
+    conn.execute(text(
+        "INSERT INTO facts (pipeline, fact_key, kind, logical_key, status, payload_hash, "
+        "payload, batch_seq, created_at) VALUES (:p, :k, :kind, :lk, :st, 'h', :pl, :seq, "
+        "'t')"), [dict(zip(("p", "k", "kind", "lk", "st", "pl", "seq"), f, strict=True))
+                  for f in _FACTS_0003])
+    conn.execute(text(
+        f"INSERT INTO current_view ({', '.join(_VIEW_COLUMNS)}) VALUES (:pipeline, :kind, "
+        ":logical_key, :fact_key, :status, :payload, :batch_seq)"),
+        [dict(zip(_VIEW_COLUMNS, r, strict=True)) for r in view])
+
+
+def test_store_at_0003_with_a_current_view_is_upgraded_to_fact_ids(store_factory):
+    """The view's payload copy becomes the id of the fact with the row's (pipeline, fact_key);
+    its readers return the rows they returned before the upgrade."""
+    url = store_factory()
+    engine = _store_at(url, "0003")
+    with engine.begin() as conn:
+        _fill_0003(conn)
+    engine.dispose()
+    assert revision_of(url) == "0003"
+    out = cli("store", "upgrade", "--store", url)
+    assert out.returncode == 0, out.stderr
+    assert revision_of(url) == head_revision()
+    assert schema_diff(url) == []
+    st = Store(url, schema="existing")
+    try:
+        for pipeline, kind in (("join", "pair"), ("join", "outcome"), ("ledger", "window")):
+            assert [tuple(r.values()) for r in st.current(pipeline, kind)] == \
+                [r for r in _VIEW_0003 if r[:2] == (pipeline, kind)]
+        ids = {(f["pipeline"], f["fact_key"]): f["id"]
+               for p in ("join", "ledger") for f in st.facts(p)}
+        v = S.current_view.c
+        assert {(r["pipeline"], r["fact_key"]): r["fact_id"]
+                for r in st.rows(select(v.pipeline, v.fact_key, v.fact_id))} == \
+            {(r[0], r[3]): ids[(r[0], r[3])] for r in _VIEW_0003}
+    finally:
+        st.dispose()
+
+
+def test_a_view_row_without_its_fact_stops_the_upgrade_unchanged(store_factory):
+    url = store_factory()
+    engine = _store_at(url, "0003")
+    with engine.begin() as conn:
+        _fill_0003(conn, _VIEW_0003 + [("join", "pair", "p9|s9", "gone", "current", "{}", 3)])
+    engine.dispose()
+    with pytest.raises(RuntimeError, match=re.escape("join/pair/p9|s9/gone")):
+        Store(url, schema="upgrade")
+    assert revision_of(url) == "0003"
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            assert {c["name"] for c in inspect(conn).get_columns("current_view")} == \
+                set(_VIEW_COLUMNS)
+            assert conn.execute(text("SELECT count(*) FROM current_view")).scalar() == 4
+    finally:
+        engine.dispose()
+
+
+def test_downgrade_from_0004_copies_the_payloads_back(store_factory):
+    from alembic import command
+
+    from streaming.store.versions import alembic_config
+    url = store_factory()
+    engine = _store_at(url, "0003")
+    with engine.begin() as conn:
+        _fill_0003(conn)
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0004")
+        command.downgrade(cfg, "0003")
+    try:
+        with engine.connect() as conn:
+            assert sorted(tuple(r) for r in conn.execute(text(
+                f"SELECT {', '.join(_VIEW_COLUMNS)} FROM current_view"))) == \
+                sorted(_VIEW_0003, key=lambda r: tuple(map(str, r)))
+    finally:
+        engine.dispose()

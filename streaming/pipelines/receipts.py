@@ -7,8 +7,6 @@ pointer, recorded as the initial pin before anything is scored. An explicit re-p
 
 from __future__ import annotations
 
-from sqlalchemy import select
-
 from ..contracts import RECEIPT
 from ..host.settings import PipelineSpec, RunSettings
 from ..models.pins import latest_pin, record_pin
@@ -16,7 +14,7 @@ from ..models.registry import FEATURE_SCHEMA, Registry
 from ..operators.receipts import (KIND, LATENESS_US, PIPELINE, RETENTION_US, STATE_SCHEMA,
                                   WINDOW_US, ReceiptScorer)
 from ..store import schema as S
-from ..store.ops import Store, loads
+from ..store.ops import Store, current_with_payload, loads
 
 
 def make_operator(settings: RunSettings) -> ReceiptScorer:
@@ -40,7 +38,7 @@ def prepare(op: ReceiptScorer, store: Store) -> None:
     # continue revision chains the checkpointed state does not know yet.
     if op.entries:
         v = S.current_view.c
-        for r in store.rows(select(v.logical_key, v.payload).where(
+        for r in store.rows(current_with_payload().where(
                 v.pipeline == PIPELINE, v.kind == KIND, v.batch_seq.is_(None))):
             op.adopt_decision(r["logical_key"], loads(r["payload"]))
 

@@ -38,7 +38,7 @@ from ..operators.ledger import (CATEGORIES, PAYMENTS, RETENTION_US, window_conte
                                 window_fact, window_logical_key)
 from ..operators.ledger_categories import CategoryVersions, VersionRejected
 from ..store import schema as S
-from ..store.ops import Store, now_iso, write_facts
+from ..store.ops import Store, fact_rows, now_iso, write_facts
 from ..store.tables_ledger import ledger_repair_attempts as RA
 from ..store.tables_ledger import ledger_repair_requests as RR
 from ..timeutil import US_PER_HOUR, parse_utc_us
@@ -354,7 +354,7 @@ def _apply(store: Store, key: RepairKey, verified: dict, summary: dict, statuses
             else:
                 revision = (prev["revision"] + 1) if prev else 1
                 fact = window_fact(account, hour_us, revision, "corrected", content)
-                res = write_facts(conn, PIPELINE, [fact], None)
+                res = write_facts(conn, PIPELINE, fact_rows([fact]), None)
                 fact_key = fact.fact_key
                 note = (f"rebuilt from the archive: revision {revision} supersedes "
                         f"{fact.predecessor_key}" if fact.predecessor_key else

@@ -26,7 +26,7 @@ from ..gates import hold_reason
 from ..operators.base import AGGREGATE_OVERFLOW
 from ..operators.receipts import KIND, PIPELINE, WINDOW_US, decision_fact
 from ..store import schema as S
-from ..store.ops import Store, loads, write_facts
+from ..store.ops import Store, fact_rows, loads, write_facts
 from ..timeutil import NEG_INF, POS_INF, parse_utc_us, us_to_iso
 from ..workers import input_watermark, unfinished
 
@@ -187,7 +187,7 @@ def run_receipt_reconciliation(store: Store, start_us: int | None = None,
             current[rid] = f.payload
             rescored.append(f.fact_key)
     with store.engine.begin() as conn:
-        res = write_facts(conn, PIPELINE, facts, None)
+        res = write_facts(conn, PIPELINE, fact_rows(facts), None)
         for qid, status, reason in statuses:
             conn.execute(update(S.replay_queue).where(q.id == qid).values(
                 status=status, status_reason=reason))
@@ -219,7 +219,7 @@ def run_receipt_repin(store: Store, revision: str, model_dir: str | None = None)
             origin=d["origin"], reason=f"explicit_repin:{previous}->{model.revision}",
             predecessor_revision=rev - 1))
     with store.engine.begin() as conn:
-        res = write_facts(conn, PIPELINE, facts, None)
+        res = write_facts(conn, PIPELINE, fact_rows(facts), None)
         pin_seq = record_pin(store, model, "explicit_repin", previous, PIPELINE, conn=conn)
     return {"model_revision": model.revision, "previous_revision": previous,
             "model_pin_seq": pin_seq, "rescored": [f.fact_key for f in facts],

@@ -13,7 +13,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 import orjson
-from sqlalchemy import Table, create_engine, event, func, select, update
+from sqlalchemy import Select, Table, create_engine, event, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from ..redaction import connect_url
@@ -206,6 +206,17 @@ def payload_text(f: Any) -> str:
 _as_fact_row = partial(tuple.__new__, FactRow)
 
 
+def fact_tuples(facts: Iterable[Any]) -> list[tuple]:
+    """Facts (an operator's `Fact`s) as plain tuples in FactRow's field order."""
+    return [(f.fact_key, f.kind, f.logical_key, f.status, f.payload_hash, payload_text(f),
+             f.predecessor_key) for f in facts]
+
+
+def fact_rows(facts: Iterable[Any]) -> list[FactRow]:
+    """Facts as the rows `write_facts` writes."""
+    return list(map(_as_fact_row, fact_tuples(facts)))
+
+
 @dataclass(frozen=True, slots=True)
 class BatchRows:
     """One batch as the rows it writes, nothing else: what `Store.commit_rows` commits and what
@@ -241,9 +252,7 @@ class BatchWrite:
         named = [("archive", self.archive), ("quarantine", self.quarantine),
                  ("replay_queue", self.queue), *self.extra.items(),
                  ("journal", [self.journal] if self.journal is not None else [])]
-        facts = [(f.fact_key, f.kind, f.logical_key, f.status, f.payload_hash, payload_text(f),
-                  f.predecessor_key) for f in self.facts]
-        return BatchRows(self.pipeline, self.seq, self.generation_id, facts,
+        return BatchRows(self.pipeline, self.seq, self.generation_id, fact_tuples(self.facts),
                          [(table, *as_tuples(rows)) for table, rows in named if rows],
                          as_tuples([self.metrics]) if self.metrics is not None else None)
 
@@ -297,10 +306,25 @@ def _literal(value: str | int | None) -> str:
 
 # The view's columns other than its key, replaced when a newer fact of the key is written.
 _VIEW_SET = ("fact_key = excluded.fact_key, status = excluded.status, "
-             "payload = excluded.payload, batch_seq = excluded.batch_seq")
+             "fact_id = excluded.fact_id, batch_seq = excluded.batch_seq")
 _VIEW_INSERT = ("INSERT INTO current_view (pipeline, kind, logical_key, fact_key, status, "
-                "payload, batch_seq)")
+                "fact_id, batch_seq)")
+# A view row is taken from the fact row it names: every column is the fact's own, so the view
+# can never disagree with its fact. Callers add the WHERE clause choosing the facts (SQLite
+# needs one before ON CONFLICT in an INSERT ... SELECT).
+_VIEW_FROM_FACTS = ("SELECT pipeline, kind, logical_key, fact_key, status, id, batch_seq "
+                    "FROM facts")
 _VIEW_CONFLICT = f"ON CONFLICT (pipeline, kind, logical_key) DO UPDATE SET {_VIEW_SET}"
+
+
+def current_with_payload() -> Select:
+    """The current view as its readers see it: the view's columns with the payload of the fact
+    each row names, under the same names and in the same order as when the view held a copy of
+    the payload. Readers add their WHERE and ORDER BY."""
+    v, f = S.current_view.c, S.facts.c
+    return (select(v.pipeline, v.kind, v.logical_key, v.fact_key, v.status, f.payload,
+                   v.batch_seq)
+            .select_from(S.current_view.join(S.facts, f.id == v.fact_id)))
 
 
 def _superseded_in_batch(facts: list) -> list[int]:
@@ -323,24 +347,23 @@ def _last_per_logical_key(facts: list) -> list[int]:
     return [i for i in range(len(facts)) if i not in skip]
 
 
-def _sqlite_direct(conn: Connection, pipeline: str, ordered: list, payloads: list[str],
+def _sqlite_direct(conn: Connection, pipeline: str, ordered: list[FactRow],
                    batch_seq: int | None, generation_id: str | None, created: str,
                    with_view: bool) -> bool:
     """SQLite: one prepared executemany straight into the facts, binding only the per-row
     columns (the batch's constants are literals). True when every key was new (the common
-    case): the facts are written and, with `with_view`, the current view too, copied from the
+    case): the facts are written and, with `with_view`, the current view too, pointed at the
     fact rows just written (by rowid) rather than bound again from Python. False when some key
     existed: nothing is written (rolled back to a savepoint) and the staged path decides."""
     conn.exec_driver_sql("SAVEPOINT facts_direct")
     before = int(conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM facts").scalar() or 0)
     consts = ", ".join(_literal(v) for v in (batch_seq, generation_id, created))
-    rows = [(f.fact_key, f.kind, f.logical_key, f.status, f.payload_hash, pj, f.predecessor_key)
-            for f, pj in zip(ordered, payloads, strict=True)]
+    # A FactRow is its columns in the insert's order: the rows are bound as they are.
     n = conn.exec_driver_sql(
         f"INSERT INTO facts ({', '.join(_FACT_COLUMNS)}) VALUES ({_literal(pipeline)}, "
         f"?, ?, ?, ?, ?, ?, ?, {consts}) ON CONFLICT (pipeline, fact_key) DO NOTHING",
-        rows).rowcount
-    if n != len(rows):
+        ordered).rowcount
+    if n != len(ordered):
         conn.exec_driver_sql("ROLLBACK TO facts_direct")
         conn.exec_driver_sql("RELEASE facts_direct")
         return False
@@ -350,39 +373,37 @@ def _sqlite_direct(conn: Connection, pipeline: str, ordered: list, payloads: lis
         if after == before + n:
             # Each insert took the largest rowid plus one (facts are never deleted), so the
             # batch's facts are rowids before+1 .. before+n in batch order: one statement
-            # copies them into the view, leaving out those a later fact of its key follows.
+            # points the view at them, leaving out those a later fact of its key follows.
             skip = [before + 1 + i for i in _superseded_in_batch(ordered)]
             conn.exec_driver_sql(
-                f"{_VIEW_INSERT} SELECT pipeline, kind, logical_key, fact_key, status, payload, "
-                "batch_seq FROM facts WHERE id > ? AND id <= ? AND id NOT IN "
+                f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id > ? AND id <= ? AND id NOT IN "
                 f"(SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
                 (before, after, dumps(skip)))
         else:
-            last = _last_per_logical_key(ordered)
-            _upsert_view(conn, pipeline, batch_seq, [ordered[i] for i in last],
-                         [payloads[i] for i in last])
+            upsert_view_of_facts(conn, pipeline,
+                                 [ordered[i].fact_key for i in _last_per_logical_key(ordered)])
     return True
 
 
-def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int | None,
-                generation_id: str | None = None) -> SinkResult:
+def write_facts(conn: Connection, pipeline: str, facts_in: list[FactRow],
+                batch_seq: int | None, generation_id: str | None = None) -> SinkResult:
     """The sink contract: a new key is written; an existing key with the same payload hash is a
     no-op; an existing key with another hash is rejected and recorded as an exception. The
-    current view is derived in the same transaction from the newly written facts (the last one
-    per logical key; facts written for a generation leave it alone).
+    current view is derived in the same transaction from the newly written facts (a row names
+    the last one per logical key by id; facts written for a generation leave it alone).
 
     Set-based per batch: the facts are staged (COPY on PostgreSQL), one
-    `INSERT ... SELECT ... ON CONFLICT DO NOTHING RETURNING fact_key` lets the unique index
-    decide and names the keys this batch wrote (SQLite first tries one executemany straight
+    `INSERT ... SELECT ... ON CONFLICT DO NOTHING RETURNING fact_key, id` lets the unique index
+    decide and names the facts this batch wrote (SQLite first tries one executemany straight
     into the table and takes the staged path only when some key existed); only then does one
     join of the stage with the facts read the existing hashes back (by the unique key)."""
     res = SinkResult()
     if not facts_in:
         return res
     # Within a batch, the first occurrence of a key wins; a later different one is a conflict.
-    ordered: list = []
+    ordered: list[FactRow] = []
     seen: dict[str, str] = {}
-    conflicts: list[tuple[Any, str]] = []
+    conflicts: list[tuple[FactRow, str]] = []
     for f in facts_in:
         h = seen.get(f.fact_key)
         if h is None:
@@ -393,18 +414,17 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list, batch_seq: int 
         else:
             res.noop += 1
     created = now_iso()
-    payloads = [payload_text(f) for f in ordered]
     with_view = generation_id is None
     if conn.dialect.name == "sqlite" and _sqlite_direct(
-            conn, pipeline, ordered, payloads, batch_seq, generation_id, created, with_view):
+            conn, pipeline, ordered, batch_seq, generation_id, created, with_view):
         res.written = len(ordered)
     else:
-        _write_staged(conn, pipeline, ordered, payloads, batch_seq, generation_id, created,
-                      with_view, res, conflicts)
+        _write_staged(conn, pipeline, ordered, batch_seq, generation_id, created, with_view,
+                      res, conflicts)
     if conflicts:
         created = now_iso()
         rows_x = [{"pipeline": pipeline, "fact_key": f.fact_key, "existing_hash": h,
-                   "rejected_hash": f.payload_hash, "rejected_payload": payload_text(f),
+                   "rejected_hash": f.payload_hash, "rejected_payload": f.payload_json,
                    "reason": "existing key with different content", "batch_seq": batch_seq,
                    "created_at": created} for f, h in conflicts]
         insert_ignore(conn, S.sink_exceptions, rows_x)
@@ -418,20 +438,18 @@ READ_BACK = (f"SELECT f.fact_key, f.payload_hash FROM {_STAGE} s JOIN facts f "
              "ON f.pipeline = s.pipeline AND f.fact_key = s.fact_key")
 
 
-def _write_staged(conn: Connection, pipeline: str, ordered: list, payloads: list[str],
+def _write_staged(conn: Connection, pipeline: str, ordered: list[FactRow],
                   batch_seq: int | None, generation_id: str | None, created: str,
                   with_view: bool, res: SinkResult, conflicts: list) -> None:
     """The staged path: PostgreSQL always, SQLite when some key of the batch existed. Counts
     the written and no-op facts into `res` and appends the conflicting ones to `conflicts`."""
-    rows = [(pipeline, f.fact_key, f.kind, f.logical_key, f.status, f.payload_hash, pj,
-             f.predecessor_key, batch_seq, generation_id, created)
-            for f, pj in zip(ordered, payloads, strict=True)]
+    rows = [(pipeline, *f, batch_seq, generation_id, created) for f in ordered]
     cols = ", ".join(_FACT_COLUMNS)
     _batch_work_mem(conn)
     _stage_facts(conn, rows)
     insert = (f"INSERT INTO facts ({cols}) SELECT {cols} FROM {_STAGE} WHERE true ORDER BY ord "
-              "ON CONFLICT (pipeline, fact_key) DO NOTHING RETURNING fact_key")
-    written = {r[0] for r in conn.exec_driver_sql(insert)}
+              "ON CONFLICT (pipeline, fact_key) DO NOTHING RETURNING fact_key, id")
+    written: dict[str, int] = dict(conn.exec_driver_sql(insert).all())
     existing: dict[str, str] = {}
     if len(written) != len(rows):
         if conn.dialect.name == "postgresql":
@@ -451,21 +469,17 @@ def _write_staged(conn: Connection, pipeline: str, ordered: list, payloads: list
         else:
             conflicts.append((f, existing.get(f.fact_key, "")))
     if with_view and new:
-        # The view rows come from the stage (they never cross the wire again): the written
-        # facts, the last per logical key; every other stage row is left out.
-        keep = {new[j] for j in _last_per_logical_key([ordered[i] for i in new])}
-        skip = [i for i in range(len(ordered)) if i not in keep]
-        select = (f"SELECT pipeline, kind, logical_key, fact_key, status, payload, batch_seq "
-                  f"FROM {_STAGE} WHERE true")
-        if not skip:
-            conn.exec_driver_sql(f"{_VIEW_INSERT} {select} {_VIEW_CONFLICT}")
-        elif conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(f"{_VIEW_INSERT} {select} AND ord NOT IN "
-                                 f"(SELECT unnest(%s::integer[])) {_VIEW_CONFLICT}", (skip,))
+        # The view points at the written facts, the last per logical key, by the ids the
+        # insert returned: one statement probing the facts' primary key, no payload bound.
+        ids = [written[ordered[new[j]].fact_key]
+               for j in _last_per_logical_key([ordered[i] for i in new])]
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id = ANY(%s::integer[]) "
+                                 f"{_VIEW_CONFLICT}", (ids,))
         else:
-            conn.exec_driver_sql(f"{_VIEW_INSERT} {select} AND ord NOT IN "
+            conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id IN "
                                  f"(SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
-                                 (dumps(skip),))
+                                 (dumps(ids),))
 
 
 # The columns the store's queries filter, join or order on: the planner's estimates need
@@ -512,13 +526,19 @@ def shared_store(url: str) -> bool:
     return not url.startswith("sqlite") or _sqlite_path(url) is not None
 
 
-def _upsert_view(conn: Connection, pipeline: str, batch_seq: int | None, facts: list,
-                 payloads: list[str]) -> None:
-    """The current view rows of `facts` (one per logical key) in one statement."""
-    upsert(conn, S.current_view, [
-        {"pipeline": pipeline, "kind": f.kind, "logical_key": f.logical_key,
-         "fact_key": f.fact_key, "status": f.status, "payload": pj, "batch_seq": batch_seq}
-        for f, pj in zip(facts, payloads, strict=True)], ["pipeline", "kind", "logical_key"])
+def upsert_view_of_facts(conn: Connection, pipeline: str, fact_keys: list[str]) -> None:
+    """Point the current view at the stored facts with these keys (at most one per logical
+    key), in one statement probing the unique fact key."""
+    if not fact_keys:
+        return
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE pipeline = %s AND "
+                             f"fact_key = ANY(%s::text[]) {_VIEW_CONFLICT}",
+                             (pipeline, fact_keys))
+    else:
+        conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE pipeline = ? AND "
+                             f"fact_key IN (SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
+                             (pipeline, dumps(fact_keys)))
 
 
 class Store:
@@ -638,7 +658,7 @@ class Store:
 
     def current(self, pipeline: str, kind: str) -> list[dict]:
         v = S.current_view.c
-        return self.rows(select(S.current_view).where(v.pipeline == pipeline, v.kind == kind)
+        return self.rows(current_with_payload().where(v.pipeline == pipeline, v.kind == kind)
                          .order_by(v.logical_key))
 
     def facts(self, pipeline: str, kind: str | None = None) -> list[dict]:

@@ -33,7 +33,11 @@ _LEDGER_WINDOWS = text("pipeline = 'ledger' AND kind = 'window'")
 Index("ix_facts_ledger_window", facts.c.logical_key, facts.c.id,
       sqlite_where=_LEDGER_WINDOWS, postgresql_where=_LEDGER_WINDOWS)
 
-# One current row per logical key, derived from the facts in the same transaction.
+# One current row per logical key, derived from the facts in the same transaction. The row
+# names its fact by id (`fact_id`, the facts row's surrogate key) instead of holding a second
+# copy of the payload; readers take the payload from that fact (`ops.current_rows`). The
+# columns readers filter on (status, batch_seq) and the fact key stay here, equal to the
+# fact's. No foreign key: facts are never deleted, and PostgreSQL would check every view write.
 current_view = Table(
     "current_view", metadata,
     Column("pipeline", String(32), primary_key=True),
@@ -41,7 +45,7 @@ current_view = Table(
     Column("logical_key", String(400), primary_key=True),
     Column("fact_key", String(400), nullable=False),
     Column("status", String(32), nullable=False),
-    Column("payload", Text, nullable=False),
+    Column("fact_id", Integer, nullable=False),
     Column("batch_seq", BigInteger),
 )
 
