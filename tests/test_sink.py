@@ -17,9 +17,13 @@ from streaming.store import schema as S
 from streaming.store.ops import Store, fact_rows, upsert_view_of_facts, write_facts
 
 
+def pair_fact(key, logical, status, **payload) -> Fact:
+    return Fact.make(key, "pair", logical, status, payload)
+
+
 def fact(key, logical, status, **payload):
-    # The sink writes FactRows: an operator's Fact as the host hands it over.
-    return fact_rows([Fact.make(key, "pair", logical, status, payload)])[0]
+    # The sink writes fact rows: an operator's Fact as the host hands it over.
+    return fact_rows([pair_fact(key, logical, status, **payload)])[0]
 
 
 def assert_view_references_its_facts(store: Store) -> None:
@@ -221,7 +225,7 @@ def test_view_rows_read_the_payload_of_the_fact_they_name(store_url):
         with store.engine.begin() as conn:
             corrected = fact("a3", "A", "corrected_final", v="a3")
             write_facts(conn, "join", [corrected], None, generation_id="g1")
-            upsert_view_of_facts(conn, "join", [corrected.fact_key])
+            upsert_view_of_facts(conn, "join", ["a3"])
         rows = store.current("join", "pair")
         assert [list(r) for r in rows] == [["pipeline", "kind", "logical_key", "fact_key",
                                             "status", "payload", "batch_seq"]] * 3
@@ -266,13 +270,13 @@ def _expected_view(batches: list[list[Fact]]) -> dict[str, tuple]:
 def test_current_view_equals_the_last_written_fact_per_logical_key(store_url, batches):
     # One store for every example, one pipeline name per example.
     pipeline = f"prop{next(_PIPELINES)}"
-    facts = [[fact(f"k{k}", f"L{lk}", status, v=v) for k, lk, status, v in batch]
+    facts = [[pair_fact(f"k{k}", f"L{lk}", status, v=v) for k, lk, status, v in batch]
              for batch in batches]
     store = Store(store_url)
     try:
         for seq, batch in enumerate(facts, 1):
             with store.engine.begin() as conn:
-                write_facts(conn, pipeline, batch, seq)
+                write_facts(conn, pipeline, fact_rows(batch), seq)
         assert {r["logical_key"]: (r["fact_key"], r["status"], r["payload"], r["batch_seq"])
                 for r in store.current(pipeline, "pair")} == _expected_view(facts)
         assert_view_references_its_facts(store)

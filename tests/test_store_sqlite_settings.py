@@ -1,0 +1,55 @@
+"""How a SQLite store is opened: the settings are read from the environment when the store is
+opened (not at import), a new store gets the configured page size, and an existing store keeps
+the page size it was made with."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from streaming.store.ops import SqliteSettings, Store
+
+
+def _pragma(url: str, name: str) -> object:
+    store = Store(url)
+    try:
+        with store.engine.connect() as conn:
+            return conn.exec_driver_sql(f"PRAGMA {name}").scalar()
+    finally:
+        store.dispose()
+
+
+def test_a_new_store_gets_16_kib_pages_and_the_other_defaults(tmp_path, monkeypatch):
+    for var in ("RISKSTREAM_SQLITE_CACHE_KIB", "RISKSTREAM_SQLITE_WAL_PAGES",
+                "RISKSTREAM_SQLITE_PAGE_BYTES"):
+        monkeypatch.delenv(var, raising=False)
+    assert SqliteSettings.from_env() == SqliteSettings(65536, 16384, 16384)
+    url = f"sqlite:///{tmp_path}/new.sqlite"
+    assert _pragma(url, "page_size") == 16384
+    assert _pragma(url, "journal_mode") == "wal"
+    assert _pragma(url, "cache_size") == -65536
+    assert _pragma(url, "wal_autocheckpoint") == 16384
+
+
+def test_settings_are_read_when_the_store_is_opened(tmp_path, monkeypatch):
+    monkeypatch.setenv("RISKSTREAM_SQLITE_PAGE_BYTES", "8192")
+    monkeypatch.setenv("RISKSTREAM_SQLITE_CACHE_KIB", "1024")
+    monkeypatch.setenv("RISKSTREAM_SQLITE_WAL_PAGES", "500")
+    url = f"sqlite:///{tmp_path}/told.sqlite"
+    assert _pragma(url, "page_size") == 8192
+    assert _pragma(url, "cache_size") == -1024
+    assert _pragma(url, "wal_autocheckpoint") == 500
+
+
+def test_an_existing_store_keeps_its_page_size(tmp_path):
+    path = tmp_path / "old.sqlite"
+    raw = sqlite3.connect(path)  # a store made with SQLite's default 4 KiB pages
+    raw.execute("PRAGMA journal_mode=WAL")
+    raw.execute("CREATE TABLE made_before (x)")
+    raw.close()
+    url = f"sqlite:///{path}"
+    assert _pragma(url, "page_size") == 4096
+    store = Store(url, schema="upgrade")  # and it still becomes a working store
+    try:
+        assert store.facts("join") == []
+    finally:
+        store.dispose()
