@@ -488,12 +488,9 @@ class Worker:
 
     def _batch_write(self, seq, out: Emit, ranges, order_runs, made, n, eos) -> BatchWrite:
         name = self.spec.name
-        archive = [{"pipeline": name, "topic": rec.topic, "partition": rec.partition,
-                    "offset": rec.offset, "event_id": rec.id, "revision": rec.revision,
-                    "key": rec.key, "event_us": rec.event_us, "arrival_us": rec.arrival_us,
-                    "payload": rec.payload_json or dumps(rec.payload),
-                    "payload_hash": rec.payload_hash,
-                    "disposition": disp, "batch_seq": seq}
+        archive = [(name, rec.topic, rec.partition, rec.offset, rec.id, rec.revision, rec.key,
+                    rec.event_us, rec.arrival_us, rec.payload_json or dumps(rec.payload),
+                    rec.payload_hash, disp, seq)  # ARCHIVE_ROW order
                    for rec, disp in out.dispositions]
         quarantine = [{"pipeline": name, "topic": q.topic, "partition": q.partition,
                        "offset": q.offset, "reason": q.reason, "detail": safe_text(q.detail),

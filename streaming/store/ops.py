@@ -240,14 +240,21 @@ class BatchRows:
     metrics: tuple[tuple[str, ...], list[tuple]] | None
 
 
+# The archive's columns, in the order a batch's archive rows hold them (the host builds them as
+# tuples: one per record read, the largest table of a batch after the facts).
+ARCHIVE_ROW = ("pipeline", "topic", "partition", "offset", "event_id", "revision", "key",
+               "event_us", "arrival_us", "payload", "payload_hash", "disposition", "batch_seq")
+
+
 @dataclass
 class BatchWrite:
-    """Everything one batch commits, atomically."""
+    """Everything one batch commits, atomically. `archive` rows are tuples in ARCHIVE_ROW
+    order; the other tables' rows are dicts by column."""
 
     pipeline: str
     seq: int
     facts: list = field(default_factory=list)
-    archive: list[dict] = field(default_factory=list)
+    archive: list[tuple] = field(default_factory=list)
     quarantine: list[dict] = field(default_factory=list)
     queue: list[dict] = field(default_factory=list)
     journal: dict | None = None
@@ -256,11 +263,12 @@ class BatchWrite:
     generation_id: str | None = None
 
     def rows(self) -> BatchRows:
-        named = [("archive", self.archive), ("quarantine", self.quarantine),
-                 ("replay_queue", self.queue), *self.extra.items(),
+        named = [("quarantine", self.quarantine), ("replay_queue", self.queue),
+                 *self.extra.items(),
                  ("journal", [self.journal] if self.journal is not None else [])]
+        archive = [("archive", ARCHIVE_ROW, self.archive)] if self.archive else []
         return BatchRows(self.pipeline, self.seq, self.generation_id, fact_rows(self.facts),
-                         [(table, *as_tuples(rows)) for table, rows in named if rows],
+                         archive + [(table, *as_tuples(rows)) for table, rows in named if rows],
                          as_tuples([self.metrics]) if self.metrics is not None else None)
 
 
