@@ -290,7 +290,7 @@ def test_a_view_row_without_its_fact_stops_the_upgrade_unchanged(store_factory):
     with engine.begin() as conn:
         _fill_0003(conn, _VIEW_0003 + [("join", "pair", "p9|s9", "gone", "current", "{}", 3)])
     engine.dispose()
-    with pytest.raises(RuntimeError, match=re.escape("join/pair/p9|s9/gone")):
+    with pytest.raises(StoreVersionError, match=re.escape("join/pair/p9|s9/gone")):
         Store(url, schema="upgrade")
     assert revision_of(url) == "0003"
     engine = make_engine(url)

@@ -19,6 +19,8 @@ Revises: 0003
 from __future__ import annotations
 
 import sqlalchemy as sa
+
+from streaming.store.versions import StoreVersionError
 from alembic import op
 
 revision = '0004'
@@ -52,8 +54,8 @@ def upgrade() -> None:
         f"ORDER BY pipeline, kind, logical_key LIMIT {_NAMED + 1}")).all()
     if orphans:
         named = "; ".join("/".join(map(str, r)) for r in orphans[:_NAMED])
-        raise RuntimeError(
-            f"current view rows whose fact_key is not in the facts (pipeline/kind/logical_key/"
+        raise StoreVersionError(
+            f"cannot upgrade the store to revision 0004: current view rows whose fact_key is not in the facts (pipeline/kind/logical_key/"
             f"fact_key): {named}{' and more' if len(orphans) > _NAMED else ''}; the store "
             f"was not changed")
     with op.batch_alter_table('current_view') as batch:
