@@ -174,6 +174,8 @@ def test_crash_points_checkpoints_and_acks_keep_the_serial_order(seed_dir, fresh
     assert first.writer_pid is None
     assert res.writer_pid is not None and res.writer_pid != os.getpid()
     assert _gone(res.writer_pid)
+    assert first.writer_peak_rss_mib is None
+    assert res.writer_peak_rss_mib is not None and res.writer_peak_rss_mib > 10
 
 
 def _fail_journal_insert(url: str, seq: int, message: str) -> None:

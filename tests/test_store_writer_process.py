@@ -1,7 +1,7 @@
 """The writer process on its own: it commits the batches it is handed on its own connection,
 answers each with the sink's result, says a store refusal as a store error (the same one line
-the worker would say), reports a store it cannot open, and ends when told or when the worker's
-end of the pipe closes."""
+the worker would say), reports a store it cannot open, ends when told or when the worker's end
+of the socket closes, and never shows the store URL on its command line."""
 
 from __future__ import annotations
 
@@ -57,6 +57,7 @@ def test_commits_what_it_is_handed_and_answers_with_the_sink_result(store_url):
         assert (res.written, res.noop, res.rejected, res.rejected_keys) == (0, 1, 1, ["k|b"])
     finally:
         writer.close()
+    assert writer.peak_rss_mib is not None and writer.peak_rss_mib > 10  # read before it ended
     store = Store(store_url)
     try:
         facts = store.facts("join")
@@ -105,13 +106,13 @@ def test_a_store_it_cannot_open_is_reported_with_the_first_batch(tmp_path):
     assert not os.path.exists(tmp_path / "missing.sqlite")  # it never creates one
 
 
-def test_it_ends_when_the_workers_end_of_the_pipe_closes(store_url):
+def test_it_ends_when_the_workers_end_of_the_socket_closes(store_url):
     writer = WriterProcess(store_url, "join")
     writer.submit(_batch(1, ["a"]).rows())
     writer.result()
-    writer._conn.close()  # what the worker dying does to the pipe
-    writer._proc.join(timeout=10)
-    assert writer._proc.exitcode == 0  # it ended on its own, cleanly
+    writer._conn.close()  # what the worker dying does to the socket
+    writer._proc.wait(timeout=10)
+    assert writer.exitcode == 0  # it ended on its own, cleanly
 
 
 def test_one_batch_at_a_time(store_url):
@@ -125,3 +126,35 @@ def test_one_batch_at_a_time(store_url):
             writer.result()
     finally:
         writer.close()
+
+
+def test_the_store_url_is_not_on_the_command_line(tmp_path):
+    secret = "s3cret-pw"
+    url = f"postgresql://writer:{secret}@127.0.0.1:1/nowhere"
+    writer = WriterProcess(url, "join")
+    try:
+        writer.submit(_batch(1, ["a"]).rows())  # answered: the process is up and has the URL
+        with pytest.raises(StoreErrorElsewhere, match="^store unreachable"):
+            writer.result()
+        with open(f"/proc/{writer.pid}/cmdline", "rb") as fh:
+            cmdline = fh.read()
+        assert b"streaming.store.writer_process" in cmdline and secret.encode() not in cmdline
+    finally:
+        writer.close()
+
+
+def test_a_worker_running_from_standard_input_can_start_it(store_url):
+    """A worker whose main module is not a file (standard input, a notebook): the writer does
+    not re-import it (as multiprocessing's spawn would, and fail)."""
+    import subprocess
+    import sys
+    script = (f"from tests.test_store_writer_process import _batch\n"
+              f"from streaming.store.writer_process import WriterProcess\n"
+              f"w = WriterProcess({store_url!r}, 'join')\n"
+              f"w.submit(_batch(1, ['a']).rows())\n"
+              f"print(w.result()[0].written)\n"
+              f"w.close()\n")
+    done = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True,
+                          timeout=60, cwd=os.getcwd())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"

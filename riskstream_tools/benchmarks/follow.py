@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import func, select
 
+from streaming.procinfo import vm_hwm_mib
+
 from .scenarios import (
     JOIN_EVENTS_PER_MINUTE,
     JOIN_HOT_SHARE,
@@ -42,7 +44,6 @@ from .scenarios import (
     PG_ADMIN_ENV,
     _timed_join_reference,
     result_fields,
-    vm_hwm_mib,
 )
 
 NATS_ENV = "RISKSTREAM_NATS_SERVER"

@@ -33,6 +33,8 @@ import sys
 import time
 import uuid
 
+from streaming.procinfo import vm_hwm_mib
+
 SCENARIOS = ("join-sqlite", "join-postgres", "join-operator", "ledger-sqlite", "receipts-sqlite")
 DEFAULT_EVENTS = 1_000_000
 CHECKPOINT_EVERY = 50_000
@@ -82,19 +84,6 @@ def _sqlite_url(workdir: str, scenario: str) -> str:
 
 
 # ---------------------------------------------------------------------------- child helpers
-def vm_hwm_mib(pid: int | str) -> float | None:
-    """The peak resident memory (MiB) of process `pid` ("self": this one): Linux's VmHWM, the
-    high-water mark of the program's own address space. None where /proc does not say."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
 def result_fields(scenario: str, events: int, seconds: float, reference_seconds: float,
                   peak_rss_mib: float, counted: int | None = None) -> dict:
     """The fields every scenario's result starts with (catalog.py lists them): the rates are
@@ -143,9 +132,11 @@ def _run_worker(spec, settings, url: str) -> tuple[Any, float, dict, float, dict
     stages["source_and_other_s"] = max(0.0, wall - sum(host.values()))
     # The worker's CPU seconds (every thread of it) against its wall seconds: what the run
     # spent waiting (on the database server, mostly) is the difference.
+    # The writer process's peak memory, beside the worker's (`peak_rss_mib`): a run with
+    # overlapped commits is the two processes.
     commits = {"overlap_commits": settings.overlap_commits, "worker_cpu_s": cpu,
                "sink_commit_s": res.sink_commit_s, "overlapped_batches": res.overlapped_batches,
-               "batches": res.batches}
+               "batches": res.batches, "writer_peak_rss_mib": res.writer_peak_rss_mib}
     return res, wall, stages, rss, commits
 
 

@@ -64,6 +64,7 @@ class RunResult:
     # Batches whose commit ran in the writer process while the worker went on with the next.
     overlapped_batches: int = 0
     writer_pid: int | None = None
+    writer_peak_rss_mib: float | None = None  # the writer process's peak memory (Linux)
 
 
 @dataclass
@@ -440,6 +441,7 @@ class Worker:
                 log.warning("%s: batch %d's commit failed while the run was ending: %s",
                             self.spec.name, inflight.bw.seq, exc)
         writer.close()
+        self.result.writer_peak_rss_mib = writer.peak_rss_mib
 
     def _committed(self, timed: tuple[SinkResult, float], bw: BatchWrite, n: int,
                    end_of_stream: bool, ranges: dict, checkpoint: bool, t_sink: float) -> None:

@@ -11,20 +11,31 @@ several times cheaper to pickle than facts and dict rows) and later reads the an
 `SinkResult` and the commit's seconds, or the failure as text. At most one batch is in flight:
 the host settles it before it sends the next one and before every step whose order matters
 (crash points, checkpoints, acks), so the store sees the commits in the order a serial run
-makes them. An empty message, or the worker's end of the pipe closing, ends the process; it
+makes them. An empty message, or the worker's end of the socket closing, ends the process; it
 ignores SIGINT so that an interrupt reaches the worker alone, which settles or abandons the
-batch in flight itself (a commit is atomic either way)."""
+batch in flight itself (a commit is atomic either way).
+
+The process is a fresh interpreter running this module (`python -m`), joined to the worker by a
+socket pair, not a `multiprocessing` child: nothing of the worker is inherited (no open
+connections or threads, as a fork would copy) and nothing of the worker's own main module is
+re-imported (which `multiprocessing`'s spawn does, and which fails when the worker runs from
+standard input or a notebook). The store URL, which may carry a password, is the first message
+on the socket, never a command-line argument."""
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
+import os
 import pickle
 import signal
+import socket
+import subprocess
+import sys
 import time
 import traceback
 from multiprocessing.connection import Connection
 
+from ..procinfo import vm_hwm_mib
 from .errors import StoreErrorElsewhere, describe_store_error, is_store_error
 from .ops import BatchRows, SinkResult, Store
 
@@ -40,8 +51,12 @@ class WriterFailed(RuntimeError):
     answering."""
 
 
-def _serve(conn: Connection, store_url: str) -> None:
+def _serve(conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        store_url = pickle.loads(conn.recv_bytes())
+    except EOFError:  # the worker is gone before it said which store
+        return
     store: Store | None = None
     try:
         store = Store(store_url, schema="existing")
@@ -86,17 +101,23 @@ def _commit(store: Store | None, refused: Exception | None, msg: bytes) -> tuple
 
 class WriterProcess:
     """The worker's end: `submit` a batch, `result` waits for its answer, `close` ends the
-    process. The process is spawned (not forked): the worker may hold open connections and
-    threads that a forked child must not inherit."""
+    process. `name` (the pipeline) names the process in the worker's log lines."""
 
     def __init__(self, store_url: str, name: str) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self._conn, child = ctx.Pipe(duplex=True)
-        self._proc = ctx.Process(target=_serve, args=(child, store_url), name=f"{name}-writer",
-                                 daemon=True)
-        self._proc.start()
-        child.close()
+        ours, theirs = socket.socketpair()
+        # The child imports this package from where the worker did.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", __name__, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), env=env)
+        finally:
+            theirs.close()
+        self.name = f"{name}-writer"
+        self._conn = Connection(ours.detach())
+        self._conn.send_bytes(pickle.dumps(store_url, protocol=pickle.HIGHEST_PROTOCOL))
         self._pending: int | None = None  # the batch in flight, by journal number
+        self.peak_rss_mib: float | None = None  # the process's peak memory, read at close
 
     @property
     def pid(self) -> int | None:
@@ -128,20 +149,38 @@ class WriterProcess:
             raise StoreErrorElsewhere(reply[1])
         raise WriterFailed(f"batch {seq}'s commit failed in the writer process: {reply[1]}")
 
+    @property
+    def exitcode(self) -> int | None:
+        return self._proc.poll()
+
     def _ended(self, seq: int, exc: BaseException) -> WriterFailed:
-        self._proc.join(timeout=5)
-        return WriterFailed(f"the writer process ended (exit code {self._proc.exitcode}) "
+        try:
+            code: int | None = self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        return WriterFailed(f"the writer process ({self.name}) ended (exit code {code}) "
                             f"before it answered for batch {seq}: {type(exc).__name__}")
 
     def close(self) -> None:
         """End the process. Callers settle the batch in flight first (`result`); closing with
         one still in flight leaves it to its transaction, which commits whole or not at all."""
+        self.peak_rss_mib = vm_hwm_mib(self._proc.pid)
         try:
             self._conn.send_bytes(b"")
         except OSError:
             pass  # already gone
         self._conn.close()
-        self._proc.join(timeout=CLOSE_TIMEOUT_S)
-        if self._proc.is_alive():
+        try:
+            self._proc.wait(timeout=CLOSE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
             self._proc.terminate()
-            self._proc.join()
+            self._proc.wait()
+
+
+def main(argv: list[str]) -> None:
+    """The writer process: serve the worker on the socket whose descriptor is `argv[1]`."""
+    _serve(Connection(int(argv[1])))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
