@@ -211,7 +211,7 @@ class SinkResult:
 # JSON text, in the order the facts insert binds them. Plain tuples, read by position: they
 # pickle to a writer process several times cheaper than a `Fact` with its payload dict, and
 # the sink binds them as they are, with no per-row conversion on either side.
-FACT_ROW = ("fact_key", "kind", "logical_key", "status", "payload_hash", "payload_json",
+FACT_ROW = ("fact_key", "kind", "logical_key", "status", "payload_hash", "payload",
             "predecessor_key")
 FactRow = tuple  # tuple[str, str, str, str, str, str, str | None], in FACT_ROW order
 _KEY, _KIND, _LOGICAL, _STATUS, _HASH, _PAYLOAD, _PRED = range(len(FACT_ROW))
@@ -277,8 +277,7 @@ class BatchWrite:
 
 
 # Columns of a staged fact, in the order they are staged and inserted.
-_FACT_COLUMNS = ("pipeline", "fact_key", "kind", "logical_key", "status", "payload_hash",
-                 "payload", "predecessor_key", "batch_seq", "generation_id", "created_at")
+_FACT_COLUMNS = ("pipeline", *FACT_ROW, "batch_seq", "generation_id", "created_at")
 _STAGE = "fact_stage"
 
 
@@ -380,7 +379,7 @@ def _sqlite_direct(conn: Connection, pipeline: str, ordered: list[FactRow],
     # A FactRow is its columns in the insert's order: the rows are bound as they are.
     n = conn.exec_driver_sql(
         f"INSERT INTO facts ({', '.join(_FACT_COLUMNS)}) VALUES ({_literal(pipeline)}, "
-        f"?, ?, ?, ?, ?, ?, ?, {consts}) ON CONFLICT (pipeline, fact_key) DO NOTHING",
+        f"{', '.join('?' * len(FACT_ROW))}, {consts}) ON CONFLICT (pipeline, fact_key) DO NOTHING",
         ordered).rowcount
     if n != len(ordered):
         conn.exec_driver_sql("ROLLBACK TO facts_direct")
