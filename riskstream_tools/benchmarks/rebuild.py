@@ -121,11 +121,18 @@ def _repair_run(workdir: str) -> float:
 
     from ..workloads.join_seed import generate
     src = os.path.join(workdir, "join_seed")
-    url = f"sqlite:///{os.path.join(workdir, 'repair-bench.sqlite')}"
+    store = os.path.join(workdir, "repair-bench.sqlite")
+    warehouse = os.path.join(workdir, "repair-bench.duckdb")
+    # A fresh store and warehouse each time: one left by an earlier run in the same workdir
+    # already holds the published generation, and the run would find nothing to repair.
+    for path in (store, f"{store}-wal", f"{store}-shm", warehouse, f"{warehouse}.wal"):
+        if os.path.exists(path):
+            os.remove(path)
+    url = f"sqlite:///{store}"
     generate(7, src, 470)
     Worker(SPEC, RunSettings(source=src, store_url=url, end_of_stream=True)).run()
     t0 = time.perf_counter()
-    outcomes = run_pending(url, os.path.join(workdir, "repair-bench.duckdb"), log_level="WARNING")
+    outcomes = run_pending(url, warehouse, log_level="WARNING")
     elapsed = time.perf_counter() - t0
     if not outcomes or not all(o.success for o in outcomes):
         raise RuntimeError("the benchmark's repair run did not publish")
