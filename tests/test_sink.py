@@ -284,6 +284,92 @@ def test_current_view_equals_the_last_written_fact_per_logical_key(store_url, ba
         store.dispose()
 
 
+def _expected_facts(batches: list[list[Fact]]) -> tuple[list[tuple], list[tuple]]:
+    """The facts table by the sink contract, from the facts alone: within a batch the first
+    fact of a key counts (a later one with its hash is a no-op, with another hash rejected);
+    a batch's new keys take the next ids in batch order, a stored key's fact is a no-op or
+    rejected by its hash. And per batch (written, no-op, rejected keys)."""
+    stored: dict[str, str] = {}
+    rows: list[tuple] = []
+    results: list[tuple] = []
+    for seq, batch in enumerate(batches, 1):
+        first: dict[str, Fact] = {}
+        noop, rejected_in_batch, rejected_stored = 0, [], []
+        for f in batch:
+            g = first.setdefault(f.fact_key, f)
+            if g is not f:
+                if g.payload_hash == f.payload_hash:
+                    noop += 1
+                else:
+                    rejected_in_batch.append(f.fact_key)
+        written = 0
+        for f in first.values():
+            h = stored.get(f.fact_key)
+            if h is None:
+                stored[f.fact_key] = f.payload_hash
+                rows.append((len(rows) + 1, f.fact_key, f.logical_key, f.status,
+                             f.payload_json, seq))
+                written += 1
+            elif h == f.payload_hash:
+                noop += 1
+            else:
+                rejected_stored.append(f.fact_key)
+        results.append((written, noop, rejected_in_batch + rejected_stored))
+    return rows, results
+
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(batches=_BATCHES)
+def test_sqlite_batches_with_existing_keys_write_the_new_keys_in_batch_order(
+        tmp_path_factory, batches):
+    # SQLite writes a batch straight into the facts and decides the keys that existed after
+    # (no savepoint to roll back to): the new keys' ids, rows and the counts must be the
+    # staged path's, i.e. the contract's.
+    facts = [[pair_fact(f"k{k}", f"L{lk}", status, v=v) for k, lk, status, v in batch]
+             for batch in batches]
+    store = Store(f"sqlite:///{tmp_path_factory.mktemp('direct')}/ops.sqlite")
+    try:
+        results = []
+        for seq, batch in enumerate(facts, 1):
+            with store.engine.begin() as conn:
+                r = write_facts(conn, "join", fact_rows(batch), seq)
+            results.append((r.written, r.noop, r.rejected_keys))
+        f = S.facts.c
+        rows = store.rows(select(f.id, f.fact_key, f.logical_key, f.status, f.payload,
+                                 f.batch_seq).order_by(f.id))
+        assert ([tuple(r.values()) for r in rows], results) == _expected_facts(facts)
+        assert {r["logical_key"]: (r["fact_key"], r["status"], r["payload"], r["batch_seq"])
+                for r in store.current("join", "pair")} == _expected_view(facts)
+    finally:
+        store.dispose()
+
+
+def test_sqlite_view_is_written_in_bounded_statements(tmp_path, monkeypatch):
+    # The view is written a chunk of facts per statement (each of the three SQLite paths);
+    # with chunks of two the result is the one-statement result.
+    from streaming.store import ops
+    monkeypatch.setattr(ops, "SQLITE_VIEW_CHUNK", 2)
+    batches = [[pair_fact(f"a{i}", f"L{i % 3}", "current", v=i) for i in range(7)],
+               [pair_fact("a1", "L1", "current", v=1)]
+               + [pair_fact(f"b{i}", f"L{i % 4}", "retired", v=i) for i in range(5)]]
+    store = Store(f"sqlite:///{tmp_path}/ops.sqlite")
+    try:
+        for seq, batch in enumerate(batches, 1):
+            with store.engine.begin() as conn:
+                write_facts(conn, "join", fact_rows(batch), seq)
+            assert {r["logical_key"]: (r["fact_key"], r["status"], r["payload"], r["batch_seq"])
+                    for r in store.current("join", "pair")} == _expected_view(batches[:seq])
+        with store.engine.begin() as conn:
+            corrected = [pair_fact(f"c{i}", f"L{i}", "corrected_final", v=i) for i in range(5)]
+            write_facts(conn, "join", fact_rows(corrected), None, generation_id="g1")
+            upsert_view_of_facts(conn, "join", [c.fact_key for c in corrected])
+        assert {r["logical_key"]: r["fact_key"] for r in store.current("join", "pair")} == \
+            {f"L{i}": f"c{i}" for i in range(5)}
+        assert_view_references_its_facts(store)
+    finally:
+        store.dispose()
+
+
 def _checkpoint_row(seq: int) -> dict:
     return {"pipeline": "join", "journal_seq": seq, "serializer": "s", "state_schema": "x",
             "meta": "{}", "state": b"", "size_bytes": 0, "duration_ms": 0, "created_at": "now"}

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Callable, Iterable
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import itemgetter
@@ -333,6 +334,13 @@ _VIEW_INSERT = ("INSERT INTO current_view (pipeline, kind, logical_key, fact_key
 _VIEW_FROM_FACTS = ("SELECT pipeline, kind, logical_key, fact_key, status, id, batch_seq "
                     "FROM facts")
 _VIEW_CONFLICT = f"ON CONFLICT (pipeline, kind, logical_key) DO UPDATE SET {_VIEW_SET}"
+# SQLite: facts per statement writing the view. SQLite keeps the prior image of every existing
+# page a multi-row statement changes until the statement ends (its statement journal, in memory
+# under temp_store=MEMORY), and the view's key takes new rows at random pages: one statement
+# per batch held more pages the larger the view (12 MiB at 50,000 join events, 42 MiB at
+# 750,000; docs/performance.md, seventh round). A batch names each logical key at most once,
+# so its statements can apply in any order.
+SQLITE_VIEW_CHUNK = 512
 
 
 def current_with_payload() -> Select:
@@ -367,13 +375,18 @@ def _last_per_logical_key(facts: list) -> list[int]:
 
 def _sqlite_direct(conn: Connection, pipeline: str, ordered: list[FactRow],
                    batch_seq: int | None, generation_id: str | None, created: str,
-                   with_view: bool) -> bool:
+                   with_view: bool) -> int | None:
     """SQLite: one prepared executemany straight into the facts, binding only the per-row
-    columns (the batch's constants are literals). True when every key was new (the common
+    columns (the batch's constants are literals). None when every key was new (the common
     case): the facts are written and, with `with_view`, the current view too, pointed at the
-    fact rows just written (by rowid) rather than bound again from Python. False when some key
-    existed: nothing is written (rolled back to a savepoint) and the staged path decides."""
-    conn.exec_driver_sql("SAVEPOINT facts_direct")
+    fact rows just written (by rowid) rather than bound again from Python. When some key
+    existed, the largest fact id before the batch: the batch's new keys are written (in batch
+    order, so with the ids the staged insert would give them) and the staged path decides the
+    rest, finding this batch's facts by id above it.
+
+    No savepoint to roll back to: SQLite keeps the prior image of every existing page written
+    under a savepoint (in memory under temp_store=MEMORY), and the unique key's random inserts
+    touch more distinct pages the larger the store (docs/performance.md, seventh round)."""
     before = int(conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM facts").scalar() or 0)
     consts = ", ".join(_literal(v) for v in (batch_seq, generation_id, created))
     # A FactRow is its columns in the insert's order: the rows are bound as they are.
@@ -382,25 +395,25 @@ def _sqlite_direct(conn: Connection, pipeline: str, ordered: list[FactRow],
         f"{', '.join('?' * len(FACT_ROW))}, {consts}) ON CONFLICT (pipeline, fact_key) DO NOTHING",
         ordered).rowcount
     if n != len(ordered):
-        conn.exec_driver_sql("ROLLBACK TO facts_direct")
-        conn.exec_driver_sql("RELEASE facts_direct")
-        return False
-    conn.exec_driver_sql("RELEASE facts_direct")
+        return before
     if with_view:
         after = conn.exec_driver_sql("SELECT max(id) FROM facts").scalar()
         if after == before + n:
             # Each insert took the largest rowid plus one (facts are never deleted), so the
-            # batch's facts are rowids before+1 .. before+n in batch order: one statement
-            # points the view at them, leaving out those a later fact of its key follows.
-            skip = [before + 1 + i for i in _superseded_in_batch(ordered)]
-            conn.exec_driver_sql(
-                f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id > ? AND id <= ? AND id NOT IN "
-                f"(SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
-                (before, after, dumps(skip)))
+            # batch's facts are rowids before+1 .. before+n in batch order: a statement per
+            # range of them points the view at them, leaving out those a later fact of its
+            # key follows.
+            skip = sorted(before + 1 + i for i in _superseded_in_batch(ordered))
+            for lo in range(before, after, SQLITE_VIEW_CHUNK):
+                hi = min(lo + SQLITE_VIEW_CHUNK, after)
+                conn.exec_driver_sql(
+                    f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id > ? AND id <= ? AND id NOT IN "
+                    f"(SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
+                    (lo, hi, dumps(skip[bisect_right(skip, lo):bisect_right(skip, hi)])))
         else:
             upsert_view_of_facts(conn, pipeline,
                                  [ordered[i][_KEY] for i in _last_per_logical_key(ordered)])
-    return True
+    return None
 
 
 def write_facts(conn: Connection, pipeline: str, facts_in: list[FactRow],
@@ -433,12 +446,16 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list[FactRow],
             res.noop += 1
     created = now_iso()
     with_view = generation_id is None
-    if conn.dialect.name == "sqlite" and _sqlite_direct(
-            conn, pipeline, ordered, batch_seq, generation_id, created, with_view):
+    sqlite = conn.dialect.name == "sqlite"
+    # SQLite's direct insert: None when it wrote the whole batch, else the id above which it
+    # wrote the batch's new keys.
+    written_above = (_sqlite_direct(conn, pipeline, ordered, batch_seq, generation_id, created,
+                                    with_view) if sqlite else None)
+    if sqlite and written_above is None:
         res.written = len(ordered)
     else:
         _write_staged(conn, pipeline, ordered, batch_seq, generation_id, created, with_view,
-                      res, conflicts)
+                      res, conflicts, written_above)
     if conflicts:
         created = now_iso()
         rows_x = [{"pipeline": pipeline, "fact_key": f[_KEY], "existing_hash": h,
@@ -458,16 +475,25 @@ READ_BACK = (f"SELECT f.fact_key, f.payload_hash FROM {_STAGE} s JOIN facts f "
 
 def _write_staged(conn: Connection, pipeline: str, ordered: list[FactRow],
                   batch_seq: int | None, generation_id: str | None, created: str,
-                  with_view: bool, res: SinkResult, conflicts: list) -> None:
+                  with_view: bool, res: SinkResult, conflicts: list,
+                  written_above: int | None = None) -> None:
     """The staged path: PostgreSQL always, SQLite when some key of the batch existed. Counts
-    the written and no-op facts into `res` and appends the conflicting ones to `conflicts`."""
+    the written and no-op facts into `res` and appends the conflicting ones to `conflicts`.
+    `written_above`: SQLite's direct insert already wrote the batch's new keys, with ids above
+    this one (the transaction holds the write lock, so every such fact is this batch's)."""
     rows = [(pipeline, *f, batch_seq, generation_id, created) for f in ordered]
     cols = ", ".join(_FACT_COLUMNS)
     _batch_work_mem(conn)
     _stage_facts(conn, rows)
-    insert = (f"INSERT INTO facts ({cols}) SELECT {cols} FROM {_STAGE} WHERE true ORDER BY ord "
-              "ON CONFLICT (pipeline, fact_key) DO NOTHING RETURNING fact_key, id")
-    written: dict[str, int] = dict(conn.exec_driver_sql(insert).all())
+    if written_above is None:
+        insert = (f"INSERT INTO facts ({cols}) SELECT {cols} FROM {_STAGE} WHERE true "
+                  "ORDER BY ord ON CONFLICT (pipeline, fact_key) DO NOTHING "
+                  "RETURNING fact_key, id")
+        new_facts: Any = conn.exec_driver_sql(insert)
+    else:
+        new_facts = conn.exec_driver_sql("SELECT fact_key, id FROM facts WHERE id > ?",
+                                         (written_above,))
+    written: dict[str, int] = dict(new_facts.all())
     existing: dict[str, str] = {}
     if len(written) != len(rows):
         if conn.dialect.name == "postgresql":
@@ -496,9 +522,10 @@ def _write_staged(conn: Connection, pipeline: str, ordered: list[FactRow],
             conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id = ANY(%s::integer[]) "
                                  f"{_VIEW_CONFLICT}", (ids,))
         else:
-            conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id IN "
-                                 f"(SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
-                                 (dumps(ids),))
+            for part in _sqlite_view_chunks(ids):
+                conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id IN "
+                                     f"(SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
+                                     (dumps(part),))
 
 
 # The columns the store's queries filter, join or order on: the planner's estimates need
@@ -555,9 +582,16 @@ def upsert_view_of_facts(conn: Connection, pipeline: str, fact_keys: list[str]) 
                              f"fact_key = ANY(%s::text[]) {_VIEW_CONFLICT}",
                              (pipeline, fact_keys))
     else:
-        conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE pipeline = ? AND "
-                             f"fact_key IN (SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
-                             (pipeline, dumps(fact_keys)))
+        for part in _sqlite_view_chunks(fact_keys):
+            conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE pipeline = ? AND "
+                                 f"fact_key IN (SELECT value FROM json_each(?)) "
+                                 f"{_VIEW_CONFLICT}", (pipeline, dumps(part)))
+
+
+def _sqlite_view_chunks(items: list) -> Iterator[list]:
+    """`items` in slices of SQLITE_VIEW_CHUNK: one view statement each (why: the constant)."""
+    for i in range(0, len(items), SQLITE_VIEW_CHUNK):
+        yield items[i:i + SQLITE_VIEW_CHUNK]
 
 
 class Store:
