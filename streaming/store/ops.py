@@ -392,10 +392,17 @@ def _sqlite_direct(conn: Connection, pipeline: str, ordered: list[FactRow],
             # Each insert took the largest rowid plus one (facts are never deleted), so the
             # batch's facts are rowids before+1 .. before+n in batch order: one statement
             # points the view at them, leaving out those a later fact of its key follows.
+            # The rows go in in the view's key order, not the facts' order: logical keys are
+            # random (payment|signal|rule), so in batch order each row lands on a random page
+            # of the view's key index, and with more such pages than the page cache holds a
+            # page is read, dirtied, spilled and read again several times in one batch; in key
+            # order each page is visited once per batch (docs/performance.md, seventh round).
+            # Each key occurs once among these rows, so the order changes no column (only the
+            # hidden rowids SQLite gives new view rows, which nothing reads).
             skip = [before + 1 + i for i in _superseded_in_batch(ordered)]
             conn.exec_driver_sql(
                 f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id > ? AND id <= ? AND id NOT IN "
-                f"(SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
+                f"(SELECT value FROM json_each(?)) ORDER BY kind, logical_key {_VIEW_CONFLICT}",
                 (before, after, dumps(skip)))
         else:
             upsert_view_of_facts(conn, pipeline,
