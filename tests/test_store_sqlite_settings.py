@@ -22,12 +22,12 @@ def test_a_new_store_gets_16_kib_pages_and_the_other_defaults(tmp_path, monkeypa
     for var in ("RISKSTREAM_SQLITE_CACHE_KIB", "RISKSTREAM_SQLITE_WAL_PAGES",
                 "RISKSTREAM_SQLITE_PAGE_BYTES", "RISKSTREAM_SQLITE_WRITER_CACHE_KIB"):
         monkeypatch.delenv(var, raising=False)
-    assert SqliteSettings.from_env() == SqliteSettings(8192, 16384, 16384, 32768)
+    assert SqliteSettings.from_env() == SqliteSettings(8192, 65536, 16384, 32768)
     url = f"sqlite:///{tmp_path}/new.sqlite"
     assert _pragma(url, "page_size") == 16384
     assert _pragma(url, "journal_mode") == "wal"
     assert _pragma(url, "cache_size") == -8192
-    assert _pragma(url, "wal_autocheckpoint") == 16384
+    assert _pragma(url, "wal_autocheckpoint") == 65536
     # The writer process's connection alone takes the larger cache.
     assert _pragma(url, "cache_size", batch_writer=True) == -32768
 

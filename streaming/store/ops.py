@@ -35,7 +35,13 @@ class SqliteSettings:
     # 53.6 s, commits 42.6 vs 43.1 s; the OS keeps the file's pages) but grew each process by
     # the difference as the store outgrew it.
     cache_kib: int = 8192
-    wal_pages: int = 16384  # WAL pages between automatic checkpoints (..._WAL_PAGES)
+    # WAL pages between automatic checkpoints (RISKSTREAM_SQLITE_WAL_PAGES): 65,536 (1 GiB of
+    # 16 KiB pages). A checkpoint copies each page of the WAL into the database once, however
+    # many batches rewrote it; a grown store's batch rewrites thousands of random index pages
+    # (view key, fact key), mostly the same ones batch after batch, so a longer WAL copies them
+    # fewer times: 13% fewer bytes written than 16,384 pages over a 1,000,000-event join run.
+    # The WAL file keeps its largest size on disk between checkpoints.
+    wal_pages: int = 65536
     page_bytes: int = 16384  # page size of a new store (RISKSTREAM_SQLITE_PAGE_BYTES)
     # Page cache of the writer process's connection (RISKSTREAM_SQLITE_WRITER_CACHE_KIB), the
     # one connection that commits every batch of an overlapped run. 32 MiB: replaying the
