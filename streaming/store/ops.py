@@ -30,10 +30,10 @@ class SqliteSettings:
     import). `page_bytes` applies to a store being created only: an existing file keeps the
     page size it was made with."""
 
-    # Page cache per connection (RISKSTREAM_SQLITE_CACHE_KIB). 8 MiB: the worker and the writer
-    # process each hold one, and at 1,000,000 join events 64 MiB made neither faster (53.4 vs
-    # 53.6 s, commits 42.6 vs 43.1 s; the OS keeps the file's pages) but grew each process by
-    # the difference as the store outgrew it.
+    # Page cache per connection (RISKSTREAM_SQLITE_CACHE_KIB), the writer process's excepted
+    # (`writer_cache_kib`). 8 MiB: at 1,000,000 join events 64 MiB for the worker and the writer
+    # alike made neither faster (53.4 vs 53.6 s, commits 42.6 vs 43.1 s; the OS keeps the
+    # file's pages) but grew each process by the difference as the store outgrew it.
     cache_kib: int = 8192
     # WAL pages between automatic checkpoints (RISKSTREAM_SQLITE_WAL_PAGES): 65,536 (1 GiB of
     # 16 KiB pages). A checkpoint copies each page of the WAL into the database once, however
