@@ -9,8 +9,8 @@ import sqlite3
 from streaming.store.ops import SqliteSettings, Store
 
 
-def _pragma(url: str, name: str) -> object:
-    store = Store(url)
+def _pragma(url: str, name: str, batch_writer: bool = False) -> object:
+    store = Store(url, batch_writer=batch_writer)
     try:
         with store.engine.connect() as conn:
             return conn.exec_driver_sql(f"PRAGMA {name}").scalar()
@@ -20,23 +20,27 @@ def _pragma(url: str, name: str) -> object:
 
 def test_a_new_store_gets_16_kib_pages_and_the_other_defaults(tmp_path, monkeypatch):
     for var in ("RISKSTREAM_SQLITE_CACHE_KIB", "RISKSTREAM_SQLITE_WAL_PAGES",
-                "RISKSTREAM_SQLITE_PAGE_BYTES"):
+                "RISKSTREAM_SQLITE_PAGE_BYTES", "RISKSTREAM_SQLITE_WRITER_CACHE_KIB"):
         monkeypatch.delenv(var, raising=False)
-    assert SqliteSettings.from_env() == SqliteSettings(8192, 16384, 16384)
+    assert SqliteSettings.from_env() == SqliteSettings(8192, 65536, 16384, 32768)
     url = f"sqlite:///{tmp_path}/new.sqlite"
     assert _pragma(url, "page_size") == 16384
     assert _pragma(url, "journal_mode") == "wal"
     assert _pragma(url, "cache_size") == -8192
-    assert _pragma(url, "wal_autocheckpoint") == 16384
+    assert _pragma(url, "wal_autocheckpoint") == 65536
+    # The writer process's connection alone takes the larger cache.
+    assert _pragma(url, "cache_size", batch_writer=True) == -32768
 
 
 def test_settings_are_read_when_the_store_is_opened(tmp_path, monkeypatch):
     monkeypatch.setenv("RISKSTREAM_SQLITE_PAGE_BYTES", "8192")
     monkeypatch.setenv("RISKSTREAM_SQLITE_CACHE_KIB", "1024")
     monkeypatch.setenv("RISKSTREAM_SQLITE_WAL_PAGES", "500")
+    monkeypatch.setenv("RISKSTREAM_SQLITE_WRITER_CACHE_KIB", "2048")
     url = f"sqlite:///{tmp_path}/told.sqlite"
     assert _pragma(url, "page_size") == 8192
     assert _pragma(url, "cache_size") == -1024
+    assert _pragma(url, "cache_size", batch_writer=True) == -2048
     assert _pragma(url, "wal_autocheckpoint") == 500
 
 

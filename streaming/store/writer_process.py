@@ -59,7 +59,7 @@ def _serve(conn: Connection) -> None:
         return
     store: Store | None = None
     try:
-        store = Store(store_url, schema="existing")
+        store = Store(store_url, schema="existing", batch_writer=True)
     except Exception as exc:  # noqa: BLE001 - the answer to the first batch says it
         refused: Exception | None = exc
     else:
