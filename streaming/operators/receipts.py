@@ -120,9 +120,16 @@ class ReceiptScorer:
         self.wm = NEG_INF
         self.by_merchant: dict[str, list[list[Any]]] = {}  # sorted by (t, id)
         # Beside each merchant's entries, in the same order: their times and amounts, so the
-        # window lookups bisect plain ints and sum a slice in C (derived, not checkpointed).
+        # window lookups bisect plain ints (derived, not checkpointed).
         self._times: dict[str, list[int]] = {}
         self._amounts: dict[str, list[int]] = {}
+        # And running totals of those amounts, a valid prefix of them: cum[j] - cum[i] is the
+        # sum of amounts i..j-1 for j < len(cum), so a window sum is two reads however many
+        # receipts the window holds (a dense merchant's slice sum grew with the window). cum[0]
+        # is an arbitrary base, so evicting a prefix is one cut. An amount inserted before the
+        # end cuts the totals after it, and the next read past the cut extends them again in
+        # one C pass: a receipt arriving in occurrence order only appends (derived).
+        self._cum: dict[str, list[int]] = {}
         # Per merchant, a bound on the magnitude of the amounts it holds (the largest seen since
         # its entries were last all evicted): the cheap half of the overflow check (derived).
         self._max_abs: dict[str, int] = {}
@@ -230,9 +237,22 @@ class ReceiptScorer:
         i = bisect_left(times, t)
         while i < len(times) and times[i] == t and lst[i][ID] <= rid:
             i += 1
-        lst.insert(i, e)
-        times.insert(i, t)
-        self._amounts.setdefault(rec.key, []).insert(i, amount)
+        amounts = self._amounts.get(rec.key)
+        if amounts is None:
+            amounts = self._amounts[rec.key] = []
+            self._cum[rec.key] = [0]
+        cum = self._cum[rec.key]
+        if i == len(times):
+            lst.append(e)
+            times.append(t)
+            amounts.append(amount)
+            if len(cum) == i + 1:
+                cum.append(cum[i] + amount)
+        else:
+            lst.insert(i, e)
+            times.insert(i, t)
+            amounts.insert(i, amount)
+            del cum[i + 1:]
         if abs(amount) > self._max_abs.get(rec.key, -1):
             self._max_abs[rec.key] = abs(amount)
         self.entries[rec.id] = e
@@ -260,15 +280,22 @@ class ReceiptScorer:
         # it fails.
         if (end - lo) * self._max_abs[merchant] + abs(amount) <= INT64_MAX:
             return False
-        prefix = [0, *accumulate(self._amounts[merchant][lo:end])]
-        own = prefix[bisect_left(times, t, lo, end) - lo]
-        if not fits_int64(own):
+        cum = self._totals(merchant, end)
+        if not fits_int64(cum[bisect_left(times, t, lo, end)] - cum[lo]):
             return True
         for i in range(bisect_left(times, t + 1, lo, end), end):
             start = bisect_left(times, times[i] - WINDOW_US, lo, end)
-            if not fits_int64(prefix[i - lo] - prefix[start - lo] + amount):
+            if not fits_int64(cum[i] - cum[start] + amount):
                 return True
         return False
+
+    def _totals(self, merchant: str, upto: int) -> list[int]:
+        """The merchant's running totals, valid at least through index `upto`."""
+        cum = self._cum[merchant]
+        if len(cum) <= upto:
+            # Replaces the last valid total with itself followed by the ones after it.
+            cum[-1:] = accumulate(self._amounts[merchant][len(cum) - 1:], initial=cum[-1])
+        return cum
 
     def _features(self, merchant: str, t: int) -> tuple[int, int]:
         times = self._times.get(merchant)
@@ -276,7 +303,10 @@ class ReceiptScorer:
             return 0, 0
         lo = bisect_left(times, t - WINDOW_US)
         hi = bisect_left(times, t, lo)
-        return hi - lo, sum(self._amounts[merchant][lo:hi])
+        cum = self._cum[merchant]
+        if len(cum) <= hi:
+            cum = self._totals(merchant, hi)
+        return hi - lo, cum[hi] - cum[lo]
 
     def _score(self, e: list[Any], merchant: str, out: Emit) -> None:
         model = self.pinned
@@ -340,9 +370,14 @@ class ReceiptScorer:
             self.counters["evicted"] += k
             if k == len(lst):
                 del self.by_merchant[merchant], self._times[merchant], self._amounts[merchant]
-                del self._max_abs[merchant]
+                del self._cum[merchant], self._max_abs[merchant]
             else:
                 del lst[:k], times[:k], self._amounts[merchant][:k]
+                cum = self._cum[merchant]
+                if len(cum) > k:
+                    del cum[:k]
+                else:  # no valid total at the new first entry: start again from a base of 0
+                    cum[:] = [0]
                 heapq.heappush(heap, (times[0], merchant))
         self.ids.evict_before(bound - DEDUP_HORIZON_US if bound < POS_INF else NEG_INF)
 
@@ -391,6 +426,7 @@ class ReceiptScorer:
                             for k, v in snap["merchants"].items()}
         self._times = {k: [e[T] for e in v] for k, v in self.by_merchant.items()}
         self._amounts = {k: [e[AMOUNT] for e in v] for k, v in self.by_merchant.items()}
+        self._cum = {k: [0, *accumulate(v)] for k, v in self._amounts.items()}
         self._max_abs = {k: max(map(abs, v)) for k, v in self._amounts.items() if v}
         self.entries = {}
         self.merchant_of = {}
