@@ -11,6 +11,7 @@ import time
 import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import orjson
 
@@ -164,12 +165,32 @@ def verified_positions(ck: dict, source: Source) -> dict[TP, int]:
     return verified
 
 
-def write_checkpoint(store: Store, spec: PipelineSpec, op: Operator, source: Source,
-                     wms: dict[str, InputWatermark], positions: dict[TP, int], *, clock: int,
-                     stream_start: int, seq: int, records_total: int, ended: bool,
-                     mid_write: Callable[[], None]) -> dict:
-    """Write one checkpoint row; returns what the metrics report about it. `mid_write` runs
-    between the two halves of the write (the during-checkpoint crash point)."""
+@dataclass(frozen=True, slots=True)
+class CheckpointDump:
+    """A checkpoint taken but not yet written: the state of one moment, serialized, and the
+    rest of its row. What the worker hands a writer process, which compresses and writes it
+    (`checkpoint_row`, then `Store.write_checkpoint`) while the worker goes on. `meta` lacks the
+    size and duration, known once the state is compressed; `raw` travels apart from the rest
+    (a message of its own: never copied into a pickle)."""
+
+    pipeline: str
+    seq: int
+    state_schema: str
+    meta: dict
+    dump_s: float  # the seconds the snapshot and its serialization took
+    raw: bytes = b""
+    # A writer process stops the write after the row's insert and waits for the worker's word
+    # (the during-checkpoint crash point, when it is armed to fire at this checkpoint).
+    pause_mid_write: bool = False
+
+
+def dump_checkpoint(spec: PipelineSpec, op: Operator, source: Source,
+                    wms: dict[str, InputWatermark], positions: dict[TP, int], *, clock: int,
+                    stream_start: int, seq: int, records_total: int,
+                    ended: bool) -> CheckpointDump:
+    """The state of this moment, serialized: operator, watermarks, positions and source
+    fingerprints. Everything after this (compression, the write) reads only the bytes, so the
+    host may go on changing the state once it returns."""
     t0 = time.perf_counter()
     op_state = op.snapshot()
     fps = {tp_str(*tp): source.fingerprint(tp, off) for tp, off in positions.items()}
@@ -181,7 +202,7 @@ def write_checkpoint(store: Store, spec: PipelineSpec, op: Operator, source: Sou
         "clock": clock, "stream_start": stream_start,
         "journal_seq": seq, "records_total": records_total, "ended": ended,
     }
-    blob = compress_state(orjson.dumps(state, option=orjson.OPT_NON_STR_KEYS))
+    raw = orjson.dumps(state, option=orjson.OPT_NON_STR_KEYS)
     sm = op.state_metrics()
     meta = {
         "pipeline": spec.name, "journal_seq": seq,
@@ -198,11 +219,36 @@ def write_checkpoint(store: Store, spec: PipelineSpec, op: Operator, source: Sou
         "clock": us_to_iso(clock) if clock > NEG_INF else None,
         "end_of_stream": ended,
     }
-    duration_ms = int((time.perf_counter() - t0) * 1000)
-    meta["size_bytes"] = len(blob)
-    meta["duration_ms"] = duration_ms
-    row = {"pipeline": spec.name, "journal_seq": seq, "serializer": SERIALIZER,
-           "state_schema": op.state_schema, "meta": dumps(meta), "state": blob,
-           "size_bytes": len(blob), "duration_ms": duration_ms, "created_at": now_iso()}
+    return CheckpointDump(spec.name, seq, op.state_schema, meta, time.perf_counter() - t0, raw)
+
+
+def checkpoint_row(dump: CheckpointDump) -> dict:
+    """The checkpoints row of a dump: its state compressed. The duration is the dump's and
+    the compression's seconds (the write itself not included)."""
+    t0 = time.perf_counter()
+    blob = compress_state(dump.raw)
+    duration_ms = int((dump.dump_s + time.perf_counter() - t0) * 1000)
+    meta = {**dump.meta, "size_bytes": len(blob), "duration_ms": duration_ms}
+    return {"pipeline": dump.pipeline, "journal_seq": dump.seq, "serializer": SERIALIZER,
+            "state_schema": dump.state_schema, "meta": dumps(meta), "state": blob,
+            "size_bytes": len(blob), "duration_ms": duration_ms, "created_at": now_iso()}
+
+
+def checkpoint_summary(row: dict) -> dict:
+    """What the metrics report about a written checkpoint."""
+    return {"id_journal_seq": row["journal_seq"], "size_bytes": row["size_bytes"],
+            "duration_ms": row["duration_ms"]}
+
+
+def write_checkpoint(store: Store, spec: PipelineSpec, op: Operator, source: Source,
+                     wms: dict[str, InputWatermark], positions: dict[TP, int], *, clock: int,
+                     stream_start: int, seq: int, records_total: int, ended: bool,
+                     mid_write: Callable[[], None]) -> dict:
+    """Write one checkpoint row in this process; returns what the metrics report about it.
+    `mid_write` runs between the two halves of the write (the during-checkpoint crash
+    point)."""
+    row = checkpoint_row(dump_checkpoint(spec, op, source, wms, positions, clock=clock,
+                                         stream_start=stream_start, seq=seq,
+                                         records_total=records_total, ended=ended))
     store.write_checkpoint(row, mid_write=mid_write)
-    return {"id_journal_seq": seq, "size_bytes": len(blob), "duration_ms": duration_ms}
+    return checkpoint_summary(row)

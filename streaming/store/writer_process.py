@@ -33,8 +33,11 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import replace
 from multiprocessing.connection import Connection
 
+from ..host.checkpoints import CheckpointDump, checkpoint_row, checkpoint_summary
 from ..procinfo import vm_hwm_mib
 from .errors import StoreErrorElsewhere, describe_store_error, is_store_error
 from .ops import BatchRows, SinkResult, Store
@@ -43,6 +46,8 @@ log = logging.getLogger(__name__)
 
 # How long closing waits for the process to end on its own before it is terminated.
 CLOSE_TIMEOUT_S = 30.0
+# The worker's word to a checkpoint paused mid-write: go on and commit.
+GO_ON = b"go on"
 
 
 class WriterFailed(RuntimeError):
@@ -68,13 +73,18 @@ def _serve(conn: Connection) -> None:
         while True:
             try:
                 msg = conn.recv_bytes()
-            except EOFError:  # the worker is gone: nothing is in flight from our side
-                return
-            if not msg:
+                if not msg:
+                    return
+                work = pickle.loads(msg)
+                if isinstance(work, CheckpointDump):  # its state follows in a message of its own
+                    answer = _checkpoint(store, refused, replace(work, raw=conn.recv_bytes()),
+                                         conn)
+                else:
+                    answer = _commit(store, refused, work)
+            except (EOFError, _Abandoned):  # the worker is gone: nothing is in flight from our side
                 return
             try:
-                conn.send_bytes(pickle.dumps(_commit(store, refused, msg),
-                                             protocol=pickle.HIGHEST_PROTOCOL))
+                conn.send_bytes(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
             except OSError:  # the worker is gone
                 return
     finally:
@@ -82,21 +92,56 @@ def _serve(conn: Connection) -> None:
             store.dispose()
 
 
-def _commit(store: Store | None, refused: Exception | None, msg: bytes) -> tuple:
-    """The answer to one batch: ("committed", SinkResult, seconds), or its failure as
-    ("store-failed", one line) for a store error (opening the store included) or
-    ("failed", text), each followed by the traceback."""
+class _Abandoned(Exception):
+    """The worker ended (or said to stop) while a checkpoint's transaction waited for it: the
+    transaction rolls back."""
+
+
+def _failure(exc: Exception) -> tuple:
+    """A failure as the worker raises it: ("store-failed", one line) for a store error (opening
+    the store included) or ("failed", text), each followed by the traceback."""
+    failure = (("store-failed", describe_store_error(exc)) if is_store_error(exc) else
+               ("failed", f"{type(exc).__name__}: {exc}"))
+    return (*failure, traceback.format_exc())
+
+
+def _commit(store: Store | None, refused: Exception | None, rows: BatchRows) -> tuple:
+    """The answer to one batch: ("committed", SinkResult, seconds), or its failure."""
     t0 = time.perf_counter()
     try:
         if store is None:
             assert refused is not None
             raise refused
-        res = store.commit_rows(pickle.loads(msg))
+        res = store.commit_rows(rows)
     except Exception as exc:  # noqa: BLE001 - reported to the worker, which raises it
-        failure = (("store-failed", describe_store_error(exc)) if is_store_error(exc) else
-                   ("failed", f"{type(exc).__name__}: {exc}"))
-        return (*failure, traceback.format_exc())
+        return _failure(exc)
     return ("committed", res, time.perf_counter() - t0)
+
+
+def _checkpoint(store: Store | None, refused: Exception | None, dump: CheckpointDump,
+                conn: Connection) -> tuple:
+    """The answer to one checkpoint: its state compressed and its row written, answered as
+    ("written", what the metrics report about it), or its failure. When the worker asked for
+    it (`pause_mid_write`), the transaction stops after the row's insert and waits: the
+    worker runs its during-checkpoint crash point then, and a worker that ends there leaves
+    the transaction to roll back."""
+
+    def mid_write() -> None:
+        conn.send_bytes(pickle.dumps(("mid-write",), protocol=pickle.HIGHEST_PROTOCOL))
+        if conn.recv_bytes() != GO_ON:
+            raise _Abandoned
+
+    try:
+        if store is None:
+            assert refused is not None
+            raise refused
+        row = checkpoint_row(dump)
+        store.write_checkpoint(row, mid_write=mid_write if dump.pause_mid_write else None)
+    except (_Abandoned, EOFError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported to the worker, which raises it
+        return _failure(exc)
+    return ("written", checkpoint_summary(row))
 
 
 class WriterProcess:
@@ -135,19 +180,59 @@ class WriterProcess:
     def result(self) -> tuple[SinkResult, float]:
         """The batch in flight's result and commit seconds. Raises StoreErrorElsewhere when
         the store refused the batch, WriterFailed on any other failure."""
-        seq, self._pending = self._pending, None
-        if seq is None:
-            raise RuntimeError("no batch is in flight")
-        try:
-            reply = pickle.loads(self._conn.recv_bytes())
-        except (EOFError, OSError) as exc:
-            raise self._ended(seq, exc) from None
+        seq = self._take_pending("batch")
+        reply = self._reply(seq)
         if reply[0] == "committed":
             return reply[1], reply[2]
+        raise self._failed(reply, f"batch {seq}'s commit")
+
+    def submit_checkpoint(self, dump: CheckpointDump) -> None:
+        """Hand over a checkpoint: the writer compresses its state and writes its row. The
+        state goes as a message of its own, after the rest."""
+        if self._pending is not None:
+            raise RuntimeError(f"batch {self._pending} is still in flight")
+        self._pending = dump.seq
+        try:
+            self._conn.send_bytes(pickle.dumps(replace(dump, raw=b""),
+                                               protocol=pickle.HIGHEST_PROTOCOL))
+            self._conn.send_bytes(dump.raw)
+        except OSError as exc:
+            raise self._ended(dump.seq, exc) from None
+
+    def checkpoint_result(self, mid_write: Callable[[], None]) -> dict:
+        """What the metrics report about the checkpoint in flight, once it is written.
+        `mid_write` runs when the writer stopped mid-write (`pause_mid_write`); the write goes
+        on when it returns. Raises like `result`."""
+        seq = self._take_pending("checkpoint")
+        reply = self._reply(seq)
+        if reply[0] == "mid-write":
+            mid_write()
+            try:
+                self._conn.send_bytes(GO_ON)
+            except OSError as exc:
+                raise self._ended(seq, exc) from None
+            reply = self._reply(seq)
+        if reply[0] == "written":
+            return reply[1]
+        raise self._failed(reply, f"the checkpoint at batch {seq}")
+
+    def _take_pending(self, what: str) -> int:
+        seq, self._pending = self._pending, None
+        if seq is None:
+            raise RuntimeError(f"no {what} is in flight")
+        return seq
+
+    def _reply(self, seq: int) -> tuple:
+        try:
+            return pickle.loads(self._conn.recv_bytes())
+        except (EOFError, OSError) as exc:
+            raise self._ended(seq, exc) from None
+
+    def _failed(self, reply: tuple, what: str) -> Exception:
         log.debug("writer process traceback:\n%s", reply[2])
         if reply[0] == "store-failed":
-            raise StoreErrorElsewhere(reply[1])
-        raise WriterFailed(f"batch {seq}'s commit failed in the writer process: {reply[1]}")
+            return StoreErrorElsewhere(reply[1])
+        return WriterFailed(f"{what} failed in the writer process: {reply[1]}")
 
     @property
     def exitcode(self) -> int | None:
