@@ -171,9 +171,14 @@ def _dump(seq: int, state: dict, pause_mid_write: bool = False) -> CheckpointDum
                           pause_mid_write)
 
 
-def test_writes_a_checkpoint_it_is_handed_as_the_worker_would(store_url):
+@pytest.mark.parametrize("memory_file", [True, False])
+def test_writes_a_checkpoint_it_is_handed_as_the_worker_would(store_url, memory_file,
+                                                               monkeypatch):
     """The state compressed as the worker compresses it (a state larger than one compressed
-    piece), the row as `checkpoint_row` builds it."""
+    piece), the row as `checkpoint_row` builds it; the state handed over in a memory file, or
+    as a message where there are none."""
+    if not memory_file:
+        monkeypatch.delattr(os, "memfd_create", raising=False)
     state = {"ids": {f"id-{i}": [i, f"h{i:08x}"] for i in range(200_000)}}
     dump = _dump(1, state)
     assert len(dump.raw) > COMPRESS_PIECE_BYTES

@@ -25,7 +25,7 @@ from ..store.ops import BatchWrite, SinkResult, Store, dumps, now_iso, shared_st
 from ..store.writer_process import WriterProcess
 from ..timeutil import NEG_INF, event_date
 from ..watermarks import InputWatermark
-from .checkpoints import (CheckpointMismatch, dump_checkpoint, read_checkpoint,
+from .checkpoints import (CheckpointDump, CheckpointMismatch, dump_checkpoint, read_checkpoint,
                           tp_str, verified_positions, write_checkpoint)
 from .crash import CrashInjector
 from .journal import journaled_batch, range_digests, verify_journal
@@ -77,6 +77,9 @@ class _InFlight:
     bw: BatchWrite
     n: int
     ranges: dict
+    # The checkpoint due after the batch, dumped while it commits: handed to the writer once
+    # the batch has settled.
+    dump: CheckpointDump | None = None
 
 
 @dataclass
@@ -383,6 +386,11 @@ class Worker:
         t_sink = clock()
         stages["decode_validate"] += decode_s
         stages["operator"] += t_sink - t_batch - decode_s
+        if isinstance(self._inflight, _CheckpointInFlight):
+            # Written while this batch ran; settled before the batch is built, as its metrics
+            # snapshot reports the newest checkpoint. The wait is the checkpoint stage's.
+            self._settle()
+            t_sink = clock()
         n = len(raws)
         self.records_total += n
         self.since_ckpt += n
@@ -394,35 +402,33 @@ class Worker:
             self.seq = seq
         for tps, digest in range_digests(raws).items():
             ranges[tps].extend((digest, jumps.get(tps, [])))
-        if isinstance(self._inflight, _CheckpointInFlight):
-            # Written while this batch ran; settled before the batch is built, as its metrics
-            # snapshot reports the newest checkpoint.
-            self._settle()
         # Building the batch reads only host and operator state (not the store), and settling
-        # the batch in flight changes none of it (a batch in flight never checkpoints), so it
-        # runs before the settle, overlapped with that commit.
+        # the batch in flight changes none of it (a batch followed by a checkpoint settled
+        # before this batch began), so it runs before the settle, overlapped with that commit.
         bw = self._batch_write(seq, out, ranges, order_runs, made, n, end_of_stream)
         stages["sink"] += clock() - t_sink
         self._settle()
         self.crash.hit("after-candidate")
         # Decided now, from the state this batch left: a later batch's records must not count.
         checkpoint = self.since_ckpt >= self.settings.checkpoint_every
-        # A batch after which a checkpoint is due, the end of the stream and a replayed batch
-        # commit serially: the checkpoint snapshots the state this batch left, and an end of
-        # stream is followed by the run's last checkpoint.
-        overlaps = (self._overlap and may_overlap and not end_of_stream
-                    and decisions is None)
-        if overlaps and not checkpoint:
+        # The end of the stream and a replayed batch commit serially: an end of stream is
+        # followed by the run's last checkpoint, written here.
+        if self._overlap and may_overlap and not end_of_stream and decisions is None:
             t_hand = clock()
             self._started_writer().submit(bw.rows())
             stages["sink"] += clock() - t_hand
             self._inflight = _InFlight(bw, n, ranges)
             self.result.overlapped_batches += 1
+            if checkpoint:
+                # The state this batch left, dumped while it commits (its commit changes none
+                # of it); the checkpoint follows the batch to the writer once it has settled,
+                # after the batch's after-sink-write crash point, as in a serial run.
+                self._inflight.dump = self._dump_checkpoint()
+                self._settle()
             return
         t_commit = clock()
         res = self._timed_commit(bw)
-        self._committed(res, bw, n, end_of_stream, ranges, checkpoint, t_commit,
-                        overlap_checkpoint=overlaps)
+        self._committed(res, bw, n, end_of_stream, ranges, checkpoint, t_commit)
 
     def _started_writer(self) -> WriterProcess:
         if self._writer is None:  # started by the first batch or checkpoint that overlaps
@@ -454,7 +460,8 @@ class Worker:
             self._acked(inflight.ranges)
             return
         res = self._writer.result()
-        self._committed(res, inflight.bw, inflight.n, False, inflight.ranges, False, t0)
+        self._committed(res, inflight.bw, inflight.n, False, inflight.ranges,
+                        inflight.dump is not None, t0, dump=inflight.dump)
 
     def _close_writer(self) -> None:
         """End of a run, normal or not: wait for a commit still in flight (its transaction is
@@ -481,12 +488,12 @@ class Worker:
 
     def _committed(self, timed: tuple[SinkResult, float], bw: BatchWrite, n: int,
                    end_of_stream: bool, ranges: dict, checkpoint: bool, t_sink: float,
-                   overlap_checkpoint: bool = False) -> None:
+                   dump: CheckpointDump | None = None) -> None:
         """After a batch's commit: its accounting, the commit hook, crash points, the
         checkpoint when one is due, and the source ack (strictly after the commit). The sink
         stage is counted from `t_sink` (the commit's start, or the start of the wait for it).
-        With `overlap_checkpoint` the checkpoint is handed to the writer process, and the rest
-        (its during-checkpoint crash point, before-ack, the ack) waits for it to settle."""
+        Given the checkpoint's `dump`, the checkpoint is handed to the writer process, and the
+        rest (its during-checkpoint crash point, before-ack, the ack) waits for it to settle."""
         res, commit_s = timed
         seq = bw.seq
         op = self.op
@@ -507,8 +514,8 @@ class Worker:
             self.spec.on_batch_committed(op, self.store, bw)
         self.result.stage_seconds["sink"] += time.perf_counter() - t_sink
         self.crash.hit("after-sink-write")
-        if checkpoint and overlap_checkpoint:
-            self._checkpoint(ranges)
+        if checkpoint and dump is not None:
+            self._checkpoint((dump, ranges))
             return
         if checkpoint:
             self._checkpoint()
@@ -560,13 +567,14 @@ class Worker:
                           extra)
 
     # ------------------------------------------------------------------ checkpoints
-    def _checkpoint(self, overlap_ranges: dict | None = None) -> None:
-        """Checkpoint the state of this moment. With `overlap_ranges` (the ranges of the batch
-        it follows, whose ack waits for it) only the dump happens here: the writer process
-        compresses and writes it while the next batch runs, and `_settle` waits for it."""
+    def _checkpoint(self, overlapped: tuple[CheckpointDump, dict] | None = None) -> None:
+        """Checkpoint the state of this moment. `overlapped` is the state's dump (taken while
+        the batch it follows committed) and that batch's ranges (whose ack waits for the
+        checkpoint): the writer process compresses and writes it while the next batch runs,
+        and `_settle` waits for it."""
         t0 = time.perf_counter()
         self.since_ckpt = 0
-        if overlap_ranges is None:
+        if overlapped is None:
             self.last_ckpt = write_checkpoint(
                 self.store, self.spec, self.op, self.source, self.wms, self.positions,
                 clock=self.clock, stream_start=self.stream_start, seq=self.seq,
@@ -574,16 +582,22 @@ class Worker:
                 mid_write=lambda: self.crash.hit("during-checkpoint"))
             self._checkpoint_written(t0)
             return
-        dump = dump_checkpoint(self.spec, self.op, self.source, self.wms, self.positions,
-                               clock=self.clock, stream_start=self.stream_start, seq=self.seq,
-                               records_total=self.records_total, ended=self.ended)
+        dump, ranges = overlapped
         # The writer stops mid-write only for a crash point about to fire: otherwise the
         # transaction's commit would wait for the worker.
         paused = self.crash.fires_next("during-checkpoint")
         self._started_writer().submit_checkpoint(replace(dump, pause_mid_write=paused))
-        self._inflight = _CheckpointInFlight(self.seq, overlap_ranges, paused)
+        self._inflight = _CheckpointInFlight(self.seq, ranges, paused)
         self.result.overlapped_checkpoints += 1
         self.result.stage_seconds["checkpoint"] += time.perf_counter() - t0
+
+    def _dump_checkpoint(self) -> CheckpointDump:
+        t0 = time.perf_counter()
+        dump = dump_checkpoint(self.spec, self.op, self.source, self.wms, self.positions,
+                               clock=self.clock, stream_start=self.stream_start, seq=self.seq,
+                               records_total=self.records_total, ended=self.ended)
+        self.result.stage_seconds["checkpoint"] += time.perf_counter() - t0
+        return dump
 
     def _checkpoint_written(self, t0: float) -> None:
         self.result.checkpoints += 1

@@ -11,9 +11,11 @@ several times cheaper to pickle than facts and dict rows) and later reads the an
 `SinkResult` and the commit's seconds, or the failure as text. At most one batch is in flight:
 the host settles it before it sends the next one and before every step whose order matters
 (crash points, checkpoints, acks), so the store sees the commits in the order a serial run
-makes them. An empty message, or the worker's end of the socket closing, ends the process; it
-ignores SIGINT so that an interrupt reaches the worker alone, which settles or abandons the
-batch in flight itself (a commit is atomic either way).
+makes them. A checkpoint is handed over the same way (`submit_checkpoint`): its state already
+serialized by the worker, which the writer compresses and writes as the checkpoint row (see
+`streaming.host.checkpoints`). An empty message, or the worker's end of the socket closing,
+ends the process; it ignores SIGINT so that an interrupt reaches the worker alone, which
+settles or abandons the batch in flight itself (a commit is atomic either way).
 
 The process is a fresh interpreter running this module (`python -m`), joined to the worker by a
 socket pair, not a `multiprocessing` child: nothing of the worker is inherited (no open
@@ -36,6 +38,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import recv_handle, send_handle
 
 from ..host.checkpoints import CheckpointDump, checkpoint_row, checkpoint_summary
 from ..procinfo import vm_hwm_mib
@@ -76,8 +79,10 @@ def _serve(conn: Connection) -> None:
                 if not msg:
                     return
                 work = pickle.loads(msg)
-                if isinstance(work, CheckpointDump):  # its state follows in a message of its own
-                    answer = _checkpoint(store, refused, replace(work, raw=conn.recv_bytes()),
+                if isinstance(work, tuple) and work[0] == "checkpoint":
+                    _, dump, state_bytes = work
+                    answer = _checkpoint(store, refused,
+                                         replace(dump, raw=_received_state(conn, state_bytes)),
                                          conn)
                 else:
                     answer = _commit(store, refused, work)
@@ -90,6 +95,45 @@ def _serve(conn: Connection) -> None:
     finally:
         if store is not None:
             store.dispose()
+
+
+def _received_state(conn: Connection, state_bytes: int | None) -> bytes:
+    """A checkpoint's state: in a file descriptor passed on the socket (`state_bytes` long), or
+    without one (None) as the next message."""
+    if state_bytes is None:
+        return conn.recv_bytes()
+    fd = recv_handle(conn)
+    try:
+        return _read_all(fd, state_bytes)
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    parts = []
+    got = 0
+    while got < size:
+        part = os.pread(fd, size - got, got)
+        if not part:
+            raise EOFError(f"the checkpoint's state ended at {got} of {size} bytes")
+        parts.append(part)
+        got += len(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _state_in_memory_file(raw: bytes) -> int:
+    """A memory-only file (Linux memfd) holding `raw`: the worker's copy into it is a memory
+    copy that does not wait for the writer process to read, as a socket does, and the file
+    goes with its last descriptor, whichever process dies."""
+    fd = os.memfd_create("riskstream-checkpoint", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(raw)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class _Abandoned(Exception):
@@ -188,14 +232,25 @@ class WriterProcess:
 
     def submit_checkpoint(self, dump: CheckpointDump) -> None:
         """Hand over a checkpoint: the writer compresses its state and writes its row. The
-        state goes as a message of its own, after the rest."""
+        state never goes into a pickle: on Linux it goes in a memory file whose descriptor is
+        passed on the socket (measured on a 134 MB state under load: 0.58 s of the worker's
+        wall time per checkpoint went to waiting for the writer to drain the socket), elsewhere
+        as a message of its own."""
         if self._pending is not None:
             raise RuntimeError(f"batch {self._pending} is still in flight")
         self._pending = dump.seq
+        in_fd = hasattr(os, "memfd_create")
+        header = ("checkpoint", replace(dump, raw=b""), len(dump.raw) if in_fd else None)
         try:
-            self._conn.send_bytes(pickle.dumps(replace(dump, raw=b""),
-                                               protocol=pickle.HIGHEST_PROTOCOL))
-            self._conn.send_bytes(dump.raw)
+            self._conn.send_bytes(pickle.dumps(header, protocol=pickle.HIGHEST_PROTOCOL))
+            if in_fd:
+                fd = _state_in_memory_file(dump.raw)
+                try:
+                    send_handle(self._conn, fd, self._proc.pid)
+                finally:
+                    os.close(fd)
+            else:
+                self._conn.send_bytes(dump.raw)
         except OSError as exc:
             raise self._ended(dump.seq, exc) from None
 
