@@ -236,9 +236,8 @@ class WriterProcess:
     def submit_checkpoint(self, dump: CheckpointDump) -> None:
         """Hand over a checkpoint: the writer compresses its state and writes its row. The
         state never goes into a pickle: on Linux it goes in a memory file whose descriptor is
-        passed on the socket (measured on a 134 MB state under load: 0.58 s of the worker's
-        wall time per checkpoint went to waiting for the writer to drain the socket), elsewhere
-        as a message of its own."""
+        passed on the socket (on the socket, a 134 MB state made the worker wait for the writer
+        to read it: docs/performance.md, seventh round), elsewhere as a message of its own."""
         if self._pending is not None:
             raise RuntimeError(f"batch {self._pending} is still in flight")
         self._pending = dump.seq
