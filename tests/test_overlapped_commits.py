@@ -93,10 +93,14 @@ def test_overlapped_run_leaves_what_a_serial_run_leaves(seed_dir, store_factory)
     serial_url, overlap_url = store_factory(), store_factory()
     serial = run_join(src, serial_url, overlap_commits=False, **RUN)
     overlapped = run_join(src, overlap_url, overlap_commits=True, **RUN)
-    assert serial.overlapped_batches == 0
+    assert serial.overlapped_batches == serial.overlapped_checkpoints == 0
     assert overlapped.overlapped_batches > 0
-    # Batches that end in a checkpoint and the end of stream commit serially.
-    assert overlapped.overlapped_batches < overlapped.batches == serial.batches
+    # The run's last batch and the end of stream commit serially, and the run's last
+    # checkpoint is written by the worker; every other checkpoint by the writer process while
+    # the next batch runs.
+    assert overlapped.overlapped_batches == overlapped.batches - 2
+    assert overlapped.batches == serial.batches
+    assert overlapped.overlapped_checkpoints == overlapped.checkpoints - 1 > 0
     for field in ("records", "facts_written", "facts_noop", "facts_rejected", "checkpoints"):
         assert getattr(overlapped, field) == getattr(serial, field), field
     assert overlapped.sink_commit_s > 0
@@ -120,13 +124,13 @@ class _Recorder:
         real_open = host_loop.Worker._open_source
         real_hit = CrashInjector.hit
 
-        def committed(worker, timed, bw, *args):
+        def committed(worker, timed, bw, *args, **kwargs):
             rec.events.append(("commit", bw.seq, worker.store.last_journal_seq(bw.pipeline)))
-            real_committed(worker, timed, bw, *args)
+            real_committed(worker, timed, bw, *args, **kwargs)
 
-        def checkpoint(worker):
+        def checkpoint(worker, *args):
             rec.events.append(("checkpoint", worker.seq))
-            real_checkpoint(worker)
+            real_checkpoint(worker, *args)
 
         def open_source(worker):
             source = real_open(worker)

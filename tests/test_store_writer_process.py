@@ -6,10 +6,15 @@ of the socket closes, and never shows the store URL on its command line."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
+import zlib
 
+import orjson
 import pytest
 
+from streaming.host.checkpoints import (COMPRESS_PIECE_BYTES, SERIALIZER, CheckpointDump,
+                                        compress_state)
 from streaming.operators.base import Fact
 from streaming.store.errors import StoreErrorElsewhere, describe_store_error, is_store_error
 from streaming.store.ops import BatchWrite, Store
@@ -158,3 +163,77 @@ def test_a_worker_running_from_standard_input_can_start_it(store_url):
                           timeout=60, cwd=os.getcwd())
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1"
+
+
+def _dump(seq: int, state: dict, pause_mid_write: bool = False) -> CheckpointDump:
+    raw = orjson.dumps(state)
+    return CheckpointDump("join", seq, "join/test", {"journal_seq": seq}, 0.001, raw,
+                          pause_mid_write)
+
+
+@pytest.mark.parametrize("memory_file", [True, False])
+def test_writes_a_checkpoint_it_is_handed_as_the_worker_would(store_url, memory_file,
+                                                               monkeypatch):
+    """The state compressed as the worker compresses it (a state larger than one compressed
+    piece), the row as `checkpoint_row` builds it; the state handed over in a memory file, or
+    as a message where there are none."""
+    if not memory_file:
+        monkeypatch.delattr(os, "memfd_create", raising=False)
+    state = {"ids": {f"id-{i}": [i, f"h{i:08x}"] for i in range(200_000)}}
+    dump = _dump(1, state)
+    assert len(dump.raw) > COMPRESS_PIECE_BYTES
+    writer = WriterProcess(store_url, "join")
+    try:
+        writer.submit_checkpoint(dump)
+        with pytest.raises(RuntimeError, match="batch 1 is still in flight"):
+            writer.submit(_batch(2, ["b"]).rows())
+        summary = writer.checkpoint_result(mid_write=lambda: pytest.fail("not paused"))
+        with pytest.raises(RuntimeError, match="no checkpoint is in flight"):
+            writer.checkpoint_result(mid_write=lambda: None)
+    finally:
+        writer.close()
+    store = Store(store_url)
+    try:
+        [ck] = store.checkpoints("join")
+        row = store.latest_checkpoint("join")
+    finally:
+        store.dispose()
+    assert row is not None and ck["journal_seq"] == 1
+    assert row["state"] == compress_state(dump.raw)
+    assert orjson.loads(zlib.decompress(row["state"])) == state
+    assert row["serializer"] == SERIALIZER and row["state_schema"] == "join/test"
+    assert summary == {"id_journal_seq": 1, "size_bytes": len(row["state"]),
+                       "duration_ms": row["duration_ms"]}
+
+
+def test_a_checkpoint_paused_mid_write_commits_on_the_workers_word(store_url):
+    writer = WriterProcess(store_url, "join")
+    seen = []
+    try:
+        writer.submit_checkpoint(_dump(1, {"n": 1}, pause_mid_write=True))
+        writer.checkpoint_result(mid_write=lambda: seen.append(_checkpoint_seqs(store_url)))
+    finally:
+        writer.close()
+    assert seen == [[]]  # mid-write, the row was not committed yet
+    assert _checkpoint_seqs(store_url) == [1]
+
+
+def test_a_checkpoint_paused_mid_write_rolls_back_when_the_worker_dies(store_url):
+    """What a crash at the during-checkpoint point does to a checkpoint in flight."""
+    writer = WriterProcess(store_url, "join")
+    writer.submit_checkpoint(_dump(1, {"n": 1}, pause_mid_write=True))
+    assert writer._reply(1) == ("mid-write",)  # the row is inserted, not committed
+    writer._conn.close()  # what the worker dying there does to the socket
+    writer._proc.wait(timeout=10)
+    assert writer.exitcode == 0
+    assert _checkpoint_seqs(store_url) == []
+
+
+def _checkpoint_seqs(url: str) -> list[int]:
+    """Read as a plain SQLite reader, which no open write transaction blocks (the store's own
+    connections begin every transaction as a writer)."""
+    conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+    try:
+        return [r[0] for r in conn.execute("SELECT journal_seq FROM checkpoints ORDER BY id")]
+    finally:
+        conn.close()

@@ -136,7 +136,8 @@ def _run_worker(spec, settings, url: str) -> tuple[Any, float, dict, float, dict
     # overlapped commits is the two processes.
     commits = {"overlap_commits": settings.overlap_commits, "worker_cpu_s": cpu,
                "sink_commit_s": res.sink_commit_s, "overlapped_batches": res.overlapped_batches,
-               "batches": res.batches, "writer_peak_rss_mib": res.writer_peak_rss_mib}
+               "overlapped_checkpoints": res.overlapped_checkpoints, "batches": res.batches,
+               "writer_peak_rss_mib": res.writer_peak_rss_mib}
     return res, wall, stages, rss, commits
 
 

@@ -26,6 +26,11 @@ class CrashInjector:
         self.spec = spec
         self.counts = {p: 0 for p in CRASH_POINTS}
 
+    def fires_next(self, point: str) -> bool:
+        """Whether the next occurrence of `point` ends the process."""
+        return bool(self.spec and self.spec[0] == point
+                    and self.counts[point] + 1 == self.spec[1])
+
     def hit(self, point: str) -> None:
         self.counts[point] += 1
         if self.spec and self.spec[0] == point and self.counts[point] == self.spec[1]:

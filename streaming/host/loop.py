@@ -14,7 +14,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..contracts import InvalidRecord, decode, quarantine_text
 from ..operators.base import Emit, Quarantined, safe_text
@@ -25,8 +25,8 @@ from ..store.ops import BatchWrite, SinkResult, Store, dumps, now_iso, shared_st
 from ..store.writer_process import WriterProcess
 from ..timeutil import NEG_INF, event_date
 from ..watermarks import InputWatermark
-from .checkpoints import (CheckpointMismatch, read_checkpoint, tp_str, verified_positions,
-                          write_checkpoint)
+from .checkpoints import (CheckpointDump, CheckpointMismatch, dump_checkpoint, read_checkpoint,
+                          tp_str, verified_positions, write_checkpoint)
 from .crash import CrashInjector
 from .journal import journaled_batch, range_digests, verify_journal
 from .metrics import metrics_snapshot
@@ -63,6 +63,8 @@ class RunResult:
     sink_commit_s: float = 0.0
     # Batches whose commit ran in the writer process while the worker went on with the next.
     overlapped_batches: int = 0
+    # Checkpoints the writer process compressed and wrote while the worker went on.
+    overlapped_checkpoints: int = 0
     writer_pid: int | None = None
     writer_peak_rss_mib: float | None = None  # the writer process's peak memory (Linux)
 
@@ -75,6 +77,19 @@ class _InFlight:
     bw: BatchWrite
     n: int
     ranges: dict
+    # The checkpoint due after the batch, dumped while it commits: handed to the writer once
+    # the batch has settled.
+    dump: CheckpointDump | None = None
+
+
+@dataclass
+class _CheckpointInFlight:
+    """A checkpoint the writer process compresses and writes, and the ack of the batch it
+    follows (which a serial run makes after the checkpoint)."""
+
+    seq: int
+    ranges: dict
+    paused: bool  # the writer stops mid-write for the during-checkpoint crash point
 
 
 class Worker:
@@ -106,7 +121,7 @@ class Worker:
         # batch in flight. Only the bounded loop below turns it on (`_overlap`).
         self._overlap = False
         self._writer: WriterProcess | None = None
-        self._inflight: _InFlight | None = None
+        self._inflight: _InFlight | _CheckpointInFlight | None = None
 
     @property
     def restored_from(self) -> int | None:
@@ -371,6 +386,11 @@ class Worker:
         t_sink = clock()
         stages["decode_validate"] += decode_s
         stages["operator"] += t_sink - t_batch - decode_s
+        if isinstance(self._inflight, _CheckpointInFlight):
+            # Written while this batch ran; settled before the batch is built, as its metrics
+            # snapshot reports the newest checkpoint. The wait is the checkpoint stage's.
+            self._settle()
+            t_sink = clock()
         n = len(raws)
         self.records_total += n
         self.since_ckpt += n
@@ -383,31 +403,38 @@ class Worker:
         for tps, digest in range_digests(raws).items():
             ranges[tps].extend((digest, jumps.get(tps, [])))
         # Building the batch reads only host and operator state (not the store), and settling
-        # the batch in flight changes none of it (a batch in flight never checkpoints), so it
-        # runs before the settle, overlapped with that commit.
+        # the batch in flight changes none of it (a batch followed by a checkpoint settled
+        # before this batch began), so it runs before the settle, overlapped with that commit.
         bw = self._batch_write(seq, out, ranges, order_runs, made, n, end_of_stream)
         stages["sink"] += clock() - t_sink
         self._settle()
         self.crash.hit("after-candidate")
         # Decided now, from the state this batch left: a later batch's records must not count.
         checkpoint = self.since_ckpt >= self.settings.checkpoint_every
-        # A batch after which a checkpoint is due, the end of the stream and a replayed batch
-        # commit serially: the checkpoint snapshots the state this batch left, and an end of
-        # stream is followed by the run's last checkpoint.
-        if (self._overlap and may_overlap and not end_of_stream and decisions is None
-                and not checkpoint):
-            if self._writer is None:  # started by the first batch that overlaps
-                self._writer = WriterProcess(self.store.url, self.spec.name)
-                self.result.writer_pid = self._writer.pid
+        # The end of the stream and a replayed batch commit serially: an end of stream is
+        # followed by the run's last checkpoint, written here.
+        if self._overlap and may_overlap and not end_of_stream and decisions is None:
             t_hand = clock()
-            self._writer.submit(bw.rows())
+            self._started_writer().submit(bw.rows())
             stages["sink"] += clock() - t_hand
             self._inflight = _InFlight(bw, n, ranges)
             self.result.overlapped_batches += 1
+            if checkpoint:
+                # The state this batch left, dumped while it commits (its commit changes none
+                # of it); the checkpoint follows the batch to the writer once it has settled,
+                # after the batch's after-sink-write crash point, as in a serial run.
+                self._inflight.dump = self._dump_checkpoint()
+                self._settle()
             return
         t_commit = clock()
         res = self._timed_commit(bw)
         self._committed(res, bw, n, end_of_stream, ranges, checkpoint, t_commit)
+
+    def _started_writer(self) -> WriterProcess:
+        if self._writer is None:  # started by the first batch or checkpoint that overlaps
+            self._writer = WriterProcess(self.store.url, self.spec.name)
+            self.result.writer_pid = self._writer.pid
+        return self._writer
 
     def _timed_commit(self, bw: BatchWrite) -> tuple[SinkResult, float]:
         t0 = time.perf_counter()
@@ -423,8 +450,18 @@ class Worker:
             return
         assert self._writer is not None  # a batch in flight was handed to it
         t0 = time.perf_counter()
+        if isinstance(inflight, _CheckpointInFlight):
+            def mid_write() -> None:
+                self.crash.hit("during-checkpoint")
+            if not inflight.paused:
+                mid_write()  # counted in its place in the order; it does not fire here
+            self.last_ckpt = self._writer.checkpoint_result(mid_write=mid_write)
+            self._checkpoint_written(t0)
+            self._acked(inflight.ranges)
+            return
         res = self._writer.result()
-        self._committed(res, inflight.bw, inflight.n, False, inflight.ranges, False, t0)
+        self._committed(res, inflight.bw, inflight.n, False, inflight.ranges,
+                        inflight.dump is not None, t0, dump=inflight.dump)
 
     def _close_writer(self) -> None:
         """End of a run, normal or not: wait for a commit still in flight (its transaction is
@@ -434,7 +471,13 @@ class Worker:
         writer, self._writer = self._writer, None
         if writer is None:
             return
-        if inflight is not None:
+        if isinstance(inflight, _CheckpointInFlight):
+            try:  # the state of a batch that committed: written whole or not at all
+                writer.checkpoint_result(mid_write=lambda: None)
+            except Exception as exc:  # noqa: BLE001 - the run is already failing
+                log.warning("%s: the checkpoint at batch %d failed while the run was ending: "
+                            "%s", self.spec.name, inflight.seq, exc)
+        elif inflight is not None:
             try:
                 writer.result()
             except Exception as exc:  # noqa: BLE001 - the run is already failing
@@ -444,10 +487,13 @@ class Worker:
         self.result.writer_peak_rss_mib = writer.peak_rss_mib
 
     def _committed(self, timed: tuple[SinkResult, float], bw: BatchWrite, n: int,
-                   end_of_stream: bool, ranges: dict, checkpoint: bool, t_sink: float) -> None:
+                   end_of_stream: bool, ranges: dict, checkpoint: bool, t_sink: float,
+                   dump: CheckpointDump | None = None) -> None:
         """After a batch's commit: its accounting, the commit hook, crash points, the
         checkpoint when one is due, and the source ack (strictly after the commit). The sink
-        stage is counted from `t_sink` (the commit's start, or the start of the wait for it)."""
+        stage is counted from `t_sink` (the commit's start, or the start of the wait for it).
+        Given the checkpoint's `dump`, the checkpoint is handed to the writer process, and the
+        rest (its during-checkpoint crash point, before-ack, the ack) waits for it to settle."""
         res, commit_s = timed
         seq = bw.seq
         op = self.op
@@ -468,8 +514,14 @@ class Worker:
             self.spec.on_batch_committed(op, self.store, bw)
         self.result.stage_seconds["sink"] += time.perf_counter() - t_sink
         self.crash.hit("after-sink-write")
+        if checkpoint and dump is not None:
+            self._checkpoint((dump, ranges))
+            return
         if checkpoint:
             self._checkpoint()
+        self._acked(ranges)
+
+    def _acked(self, ranges: dict) -> None:
         self.crash.hit("before-ack")
         self.source.ack({k: (v[0], v[1]) for k, v in ranges.items()})
 
@@ -515,17 +567,42 @@ class Worker:
                           extra)
 
     # ------------------------------------------------------------------ checkpoints
-    def _checkpoint(self) -> None:
+    def _checkpoint(self, overlapped: tuple[CheckpointDump, dict] | None = None) -> None:
+        """Checkpoint the state of this moment. `overlapped` is the state's dump (taken while
+        the batch it follows committed) and that batch's ranges (whose ack waits for the
+        checkpoint): the writer process compresses and writes it while the next batch runs,
+        and `_settle` waits for it."""
         t0 = time.perf_counter()
-        self.last_ckpt = write_checkpoint(
-            self.store, self.spec, self.op, self.source, self.wms, self.positions,
-            clock=self.clock, stream_start=self.stream_start, seq=self.seq,
-            records_total=self.records_total, ended=self.ended,
-            mid_write=lambda: self.crash.hit("during-checkpoint"))
         self.since_ckpt = 0
+        if overlapped is None:
+            self.last_ckpt = write_checkpoint(
+                self.store, self.spec, self.op, self.source, self.wms, self.positions,
+                clock=self.clock, stream_start=self.stream_start, seq=self.seq,
+                records_total=self.records_total, ended=self.ended,
+                mid_write=lambda: self.crash.hit("during-checkpoint"))
+            self._checkpoint_written(t0)
+            return
+        dump, ranges = overlapped
+        # The writer stops mid-write only for a crash point about to fire: otherwise the
+        # transaction's commit would wait for the worker.
+        paused = self.crash.fires_next("during-checkpoint")
+        self._started_writer().submit_checkpoint(replace(dump, pause_mid_write=paused))
+        self._inflight = _CheckpointInFlight(self.seq, ranges, paused)
+        self.result.overlapped_checkpoints += 1
+        self.result.stage_seconds["checkpoint"] += time.perf_counter() - t0
+
+    def _dump_checkpoint(self) -> CheckpointDump:
+        t0 = time.perf_counter()
+        dump = dump_checkpoint(self.spec, self.op, self.source, self.wms, self.positions,
+                               clock=self.clock, stream_start=self.stream_start, seq=self.seq,
+                               records_total=self.records_total, ended=self.ended)
+        self.result.stage_seconds["checkpoint"] += time.perf_counter() - t0
+        return dump
+
+    def _checkpoint_written(self, t0: float) -> None:
         self.result.checkpoints += 1
-        log.debug("%s: checkpoint at journal seq %d (%s bytes)", self.spec.name, self.seq,
-                  self.last_ckpt.get("size_bytes"))
+        log.debug("%s: checkpoint at journal seq %d (%s bytes)", self.spec.name,
+                  self.last_ckpt.get("id_journal_seq"), self.last_ckpt.get("size_bytes"))
         self.result.stage_seconds["checkpoint"] += time.perf_counter() - t0
 
     # ------------------------------------------------------------------ metrics

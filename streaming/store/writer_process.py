@@ -11,9 +11,11 @@ several times cheaper to pickle than facts and dict rows) and later reads the an
 `SinkResult` and the commit's seconds, or the failure as text. At most one batch is in flight:
 the host settles it before it sends the next one and before every step whose order matters
 (crash points, checkpoints, acks), so the store sees the commits in the order a serial run
-makes them. An empty message, or the worker's end of the socket closing, ends the process; it
-ignores SIGINT so that an interrupt reaches the worker alone, which settles or abandons the
-batch in flight itself (a commit is atomic either way).
+makes them. A checkpoint is handed over the same way (`submit_checkpoint`): its state already
+serialized by the worker, which the writer compresses and writes as the checkpoint row (see
+`streaming.host.checkpoints`). An empty message, or the worker's end of the socket closing,
+ends the process; it ignores SIGINT so that an interrupt reaches the worker alone, which
+settles or abandons the batch in flight itself (a commit is atomic either way).
 
 The process is a fresh interpreter running this module (`python -m`), joined to the worker by a
 socket pair, not a `multiprocessing` child: nothing of the worker is inherited (no open
@@ -33,8 +35,13 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import replace
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import recv_handle, send_handle
 
+from ..host.checkpoints import (CheckpointDump, CompressedPieces, checkpoint_row,
+                                checkpoint_summary)
 from ..procinfo import vm_hwm_mib
 from .errors import StoreErrorElsewhere, describe_store_error, is_store_error
 from .ops import BatchRows, SinkResult, Store
@@ -43,6 +50,8 @@ log = logging.getLogger(__name__)
 
 # How long closing waits for the process to end on its own before it is terminated.
 CLOSE_TIMEOUT_S = 30.0
+# The worker's word to a checkpoint paused mid-write: go on and commit.
+GO_ON = b"go on"
 
 
 class WriterFailed(RuntimeError):
@@ -64,17 +73,26 @@ def _serve(conn: Connection) -> None:
         refused: Exception | None = exc
     else:
         refused = None
+    # The pipeline's last checkpoint state, compressed: the next one reuses its same pieces.
+    last_state = CompressedPieces()
     try:
         while True:
             try:
                 msg = conn.recv_bytes()
-            except EOFError:  # the worker is gone: nothing is in flight from our side
-                return
-            if not msg:
+                if not msg:
+                    return
+                work = pickle.loads(msg)
+                if isinstance(work, tuple) and work[0] == "checkpoint":
+                    _, dump, state_bytes = work
+                    answer = _checkpoint(store, refused,
+                                         replace(dump, raw=_received_state(conn, state_bytes)),
+                                         conn, last_state)
+                else:
+                    answer = _commit(store, refused, work)
+            except (EOFError, _Abandoned):  # the worker is gone: nothing is in flight from our side
                 return
             try:
-                conn.send_bytes(pickle.dumps(_commit(store, refused, msg),
-                                             protocol=pickle.HIGHEST_PROTOCOL))
+                conn.send_bytes(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
             except OSError:  # the worker is gone
                 return
     finally:
@@ -82,21 +100,95 @@ def _serve(conn: Connection) -> None:
             store.dispose()
 
 
-def _commit(store: Store | None, refused: Exception | None, msg: bytes) -> tuple:
-    """The answer to one batch: ("committed", SinkResult, seconds), or its failure as
-    ("store-failed", one line) for a store error (opening the store included) or
-    ("failed", text), each followed by the traceback."""
+def _received_state(conn: Connection, state_bytes: int | None) -> bytes:
+    """A checkpoint's state: in a file descriptor passed on the socket (`state_bytes` long), or
+    without one (None) as the next message."""
+    if state_bytes is None:
+        return conn.recv_bytes()
+    fd = recv_handle(conn)
+    try:
+        return _read_all(fd, state_bytes)
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    parts = []
+    got = 0
+    while got < size:
+        part = os.pread(fd, size - got, got)
+        if not part:
+            raise EOFError(f"the checkpoint's state ended at {got} of {size} bytes")
+        parts.append(part)
+        got += len(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _state_in_memory_file(raw: bytes) -> int:
+    """A memory-only file (Linux memfd) holding `raw`: the worker's copy into it is a memory
+    copy that does not wait for the writer process to read, as a socket does, and the file
+    goes with its last descriptor, whichever process dies."""
+    fd = os.memfd_create("riskstream-checkpoint", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(raw)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class _Abandoned(Exception):
+    """The worker ended (or said to stop) while a checkpoint's transaction waited for it: the
+    transaction rolls back."""
+
+
+def _failure(exc: Exception) -> tuple:
+    """A failure as the worker raises it: ("store-failed", one line) for a store error (opening
+    the store included) or ("failed", text), each followed by the traceback."""
+    failure = (("store-failed", describe_store_error(exc)) if is_store_error(exc) else
+               ("failed", f"{type(exc).__name__}: {exc}"))
+    return (*failure, traceback.format_exc())
+
+
+def _commit(store: Store | None, refused: Exception | None, rows: BatchRows) -> tuple:
+    """The answer to one batch: ("committed", SinkResult, seconds), or its failure."""
     t0 = time.perf_counter()
     try:
         if store is None:
             assert refused is not None
             raise refused
-        res = store.commit_rows(pickle.loads(msg))
+        res = store.commit_rows(rows)
     except Exception as exc:  # noqa: BLE001 - reported to the worker, which raises it
-        failure = (("store-failed", describe_store_error(exc)) if is_store_error(exc) else
-                   ("failed", f"{type(exc).__name__}: {exc}"))
-        return (*failure, traceback.format_exc())
+        return _failure(exc)
     return ("committed", res, time.perf_counter() - t0)
+
+
+def _checkpoint(store: Store | None, refused: Exception | None, dump: CheckpointDump,
+                conn: Connection, last_state: CompressedPieces) -> tuple:
+    """The answer to one checkpoint: its state compressed and its row written, answered as
+    ("written", what the metrics report about it), or its failure. When the worker asked for
+    it (`pause_mid_write`), the transaction stops after the row's insert and waits: the
+    worker runs its during-checkpoint crash point then, and a worker that ends there leaves
+    the transaction to roll back."""
+
+    def mid_write() -> None:
+        conn.send_bytes(pickle.dumps(("mid-write",), protocol=pickle.HIGHEST_PROTOCOL))
+        if conn.recv_bytes() != GO_ON:
+            raise _Abandoned
+
+    try:
+        if store is None:
+            assert refused is not None
+            raise refused
+        row = checkpoint_row(dump, last_state)
+        store.write_checkpoint(row, mid_write=mid_write if dump.pause_mid_write else None)
+    except (_Abandoned, EOFError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported to the worker, which raises it
+        return _failure(exc)
+    return ("written", checkpoint_summary(row))
 
 
 class WriterProcess:
@@ -135,19 +227,69 @@ class WriterProcess:
     def result(self) -> tuple[SinkResult, float]:
         """The batch in flight's result and commit seconds. Raises StoreErrorElsewhere when
         the store refused the batch, WriterFailed on any other failure."""
-        seq, self._pending = self._pending, None
-        if seq is None:
-            raise RuntimeError("no batch is in flight")
-        try:
-            reply = pickle.loads(self._conn.recv_bytes())
-        except (EOFError, OSError) as exc:
-            raise self._ended(seq, exc) from None
+        seq = self._take_pending("batch")
+        reply = self._reply(seq)
         if reply[0] == "committed":
             return reply[1], reply[2]
+        raise self._failed(reply, f"batch {seq}'s commit")
+
+    def submit_checkpoint(self, dump: CheckpointDump) -> None:
+        """Hand over a checkpoint: the writer compresses its state and writes its row. The
+        state never goes into a pickle: on Linux it goes in a memory file whose descriptor is
+        passed on the socket (on the socket, a 134 MB state made the worker wait for the writer
+        to read it: docs/performance.md, seventh round), elsewhere as a message of its own."""
+        if self._pending is not None:
+            raise RuntimeError(f"batch {self._pending} is still in flight")
+        self._pending = dump.seq
+        in_fd = hasattr(os, "memfd_create")
+        header = ("checkpoint", replace(dump, raw=b""), len(dump.raw) if in_fd else None)
+        try:
+            self._conn.send_bytes(pickle.dumps(header, protocol=pickle.HIGHEST_PROTOCOL))
+            if in_fd:
+                fd = _state_in_memory_file(dump.raw)
+                try:
+                    send_handle(self._conn, fd, self._proc.pid)
+                finally:
+                    os.close(fd)
+            else:
+                self._conn.send_bytes(dump.raw)
+        except OSError as exc:
+            raise self._ended(dump.seq, exc) from None
+
+    def checkpoint_result(self, mid_write: Callable[[], None]) -> dict:
+        """What the metrics report about the checkpoint in flight, once it is written.
+        `mid_write` runs when the writer stopped mid-write (`pause_mid_write`); the write goes
+        on when it returns. Raises like `result`."""
+        seq = self._take_pending("checkpoint")
+        reply = self._reply(seq)
+        if reply[0] == "mid-write":
+            mid_write()
+            try:
+                self._conn.send_bytes(GO_ON)
+            except OSError as exc:
+                raise self._ended(seq, exc) from None
+            reply = self._reply(seq)
+        if reply[0] == "written":
+            return reply[1]
+        raise self._failed(reply, f"the checkpoint at batch {seq}")
+
+    def _take_pending(self, what: str) -> int:
+        seq, self._pending = self._pending, None
+        if seq is None:
+            raise RuntimeError(f"no {what} is in flight")
+        return seq
+
+    def _reply(self, seq: int) -> tuple:
+        try:
+            return pickle.loads(self._conn.recv_bytes())
+        except (EOFError, OSError) as exc:
+            raise self._ended(seq, exc) from None
+
+    def _failed(self, reply: tuple, what: str) -> Exception:
         log.debug("writer process traceback:\n%s", reply[2])
         if reply[0] == "store-failed":
-            raise StoreErrorElsewhere(reply[1])
-        raise WriterFailed(f"batch {seq}'s commit failed in the writer process: {reply[1]}")
+            return StoreErrorElsewhere(reply[1])
+        return WriterFailed(f"{what} failed in the writer process: {reply[1]}")
 
     @property
     def exitcode(self) -> int | None:
