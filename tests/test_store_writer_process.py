@@ -165,6 +165,23 @@ def test_a_worker_running_from_standard_input_can_start_it(store_url):
     assert done.stdout.strip() == "1"
 
 
+def test_a_streaming_directory_where_the_worker_runs_does_not_shadow_its_code(
+        store_url, tmp_path, monkeypatch):
+    """The writer runs the worker's code, not a `streaming` package in the working directory
+    (another checkout, a scratch copy): it would otherwise come first on the child's path."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "streaming").mkdir(parents=True)
+    (elsewhere / "streaming" / "__init__.py").write_text(
+        "raise ImportError('a foreign streaming package was imported')\n")
+    monkeypatch.chdir(elsewhere)
+    writer = WriterProcess(store_url, "join")
+    try:
+        writer.submit(_batch(1, ["a", "b"]).rows())
+        assert writer.result()[0].written == 2
+    finally:
+        writer.close()
+
+
 def _dump(seq: int, state: dict, pause_mid_write: bool = False) -> CheckpointDump:
     raw = orjson.dumps(state)
     return CheckpointDump("join", seq, "join/test", {"journal_seq": seq}, 0.001, raw,

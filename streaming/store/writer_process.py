@@ -197,11 +197,13 @@ class WriterProcess:
 
     def __init__(self, store_url: str, name: str) -> None:
         ours, theirs = socket.socketpair()
-        # The child imports this package from where the worker did.
+        # The child imports this package from where the worker did: the worker's search path
+        # goes over as PYTHONPATH, and `-P` keeps the child from putting its working directory
+        # first (`-m` would, so a `streaming` directory there would shadow the worker's code).
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(theirs.fileno())],
+                [sys.executable, "-P", "-m", __name__, str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), env=env)
         finally:
             theirs.close()
