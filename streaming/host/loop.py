@@ -209,11 +209,9 @@ class Worker:
         # 2. Read freely (through the sink throttle when one is set). Commits overlap the next
         # batch's work only here: not while replaying (the journaled batches above were each
         # committed before the next was re-run), not under the throttle (it paces commits in
-        # worker-clock time and reports the backlog per commit), and not when the pipeline
-        # hooks the commit (the hook sees the operator as the batch left it), and not on a
-        # store only this process can open (an in-memory SQLite database).
+        # worker-clock time and reports the backlog per commit), and not on a store only
+        # this process can open (an in-memory SQLite database).
         self._overlap = bool(self.settings.overlap_commits and self.throttle is None
-                             and self.spec.on_batch_committed is None
                              and shared_store(self.store.url))
         limit = max(1, min(self.settings.batch_size, self.settings.checkpoint_every))
         if self.throttle is not None:
@@ -489,14 +487,13 @@ class Worker:
     def _committed(self, timed: tuple[SinkResult, float], bw: BatchWrite, n: int,
                    end_of_stream: bool, ranges: dict, checkpoint: bool, t_sink: float,
                    dump: CheckpointDump | None = None) -> None:
-        """After a batch's commit: its accounting, the commit hook, crash points, the
+        """After a batch's commit: its accounting, crash points, the
         checkpoint when one is due, and the source ack (strictly after the commit). The sink
         stage is counted from `t_sink` (the commit's start, or the start of the wait for it).
         Given the checkpoint's `dump`, the checkpoint is handed to the writer process, and the
         rest (its during-checkpoint crash point, before-ack, the ack) waits for it to settle."""
         res, commit_s = timed
         seq = bw.seq
-        op = self.op
         self.result.sink_commit_s += commit_s
         self.result.batches += 1
         self.result.facts_written += res.written
@@ -510,8 +507,6 @@ class Worker:
             log.warning("%s: batch %d: %d facts rejected by the sink (existing key, other "
                         "content): %s", self.spec.name, seq, res.rejected,
                         ", ".join(res.rejected_keys[:5]))
-        if self.spec.on_batch_committed is not None:
-            self.spec.on_batch_committed(op, self.store, bw)
         self.result.stage_seconds["sink"] += time.perf_counter() - t_sink
         self.crash.hit("after-sink-write")
         if checkpoint and dump is not None:

@@ -11,7 +11,7 @@ from ..contracts import Contract
 from ..operators.base import Emit
 from ..redaction import redact_url
 from ..sources.filelog import DEFAULT_MAX_ARRIVAL_JUMP_US, RawRecord
-from ..store.ops import BatchWrite, Store
+from ..store.ops import Store
 from .throttle import ThrottleSettings
 
 TP = tuple[str, int]
@@ -95,7 +95,6 @@ class PipelineSpec:
     # (pending queue entries, published generations).
     prepare: Callable[[Any, Store], None] | None = None
     reference_versions: Callable[[Any], dict] | None = None
-    on_batch_committed: Callable[[Any, Store, BatchWrite], None] | None = None
     # Optional: pipeline-specific health/freshness wording added to every metrics snapshot,
     # called with (operator, snapshot) after the generic fields are filled in.
     health: Callable[[Any, dict], dict] | None = None
