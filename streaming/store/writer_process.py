@@ -152,14 +152,20 @@ def _failure(exc: Exception) -> tuple:
     return (*failure, traceback.format_exc())
 
 
+def _opened(store: Store | None, refused: Exception | None) -> Store:
+    """The store, or the reason it could not be opened raised (said in the answer to the
+    first piece of work, like any failure)."""
+    if store is None:
+        assert refused is not None
+        raise refused
+    return store
+
+
 def _commit(store: Store | None, refused: Exception | None, rows: BatchRows) -> tuple:
     """The answer to one batch: ("committed", SinkResult, seconds), or its failure."""
     t0 = time.perf_counter()
     try:
-        if store is None:
-            assert refused is not None
-            raise refused
-        res = store.commit_rows(rows)
+        res = _opened(store, refused).commit_rows(rows)
     except Exception as exc:  # noqa: BLE001 - reported to the worker, which raises it
         return _failure(exc)
     return ("committed", res, time.perf_counter() - t0)
@@ -179,11 +185,9 @@ def _checkpoint(store: Store | None, refused: Exception | None, dump: Checkpoint
             raise _Abandoned
 
     try:
-        if store is None:
-            assert refused is not None
-            raise refused
+        opened = _opened(store, refused)
         row = checkpoint_row(dump, last_state)
-        store.write_checkpoint(row, mid_write=mid_write if dump.pause_mid_write else None)
+        opened.write_checkpoint(row, mid_write=mid_write if dump.pause_mid_write else None)
     except (_Abandoned, EOFError):
         raise
     except Exception as exc:  # noqa: BLE001 - reported to the worker, which raises it
@@ -218,9 +222,7 @@ class WriterProcess:
         return self._proc.pid
 
     def submit(self, rows: BatchRows) -> None:
-        if self._pending is not None:
-            raise RuntimeError(f"batch {self._pending} is still in flight")
-        self._pending = rows.seq
+        self._put_pending(rows.seq)
         try:
             self._conn.send_bytes(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
         except OSError as exc:
@@ -240,9 +242,7 @@ class WriterProcess:
         state never goes into a pickle: on Linux it goes in a memory file whose descriptor is
         passed on the socket (on the socket, a 134 MB state made the worker wait for the writer
         to read it: docs/performance.md, seventh round), elsewhere as a message of its own."""
-        if self._pending is not None:
-            raise RuntimeError(f"batch {self._pending} is still in flight")
-        self._pending = dump.seq
+        self._put_pending(dump.seq)
         in_fd = hasattr(os, "memfd_create")
         header = ("checkpoint", replace(dump, raw=b""), len(dump.raw) if in_fd else None)
         try:
@@ -274,6 +274,11 @@ class WriterProcess:
         if reply[0] == "written":
             return reply[1]
         raise self._failed(reply, f"the checkpoint at batch {seq}")
+
+    def _put_pending(self, seq: int) -> None:
+        if self._pending is not None:
+            raise RuntimeError(f"batch {self._pending} is still in flight")
+        self._pending = seq
 
     def _take_pending(self, what: str) -> int:
         seq, self._pending = self._pending, None
