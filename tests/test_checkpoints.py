@@ -148,37 +148,3 @@ def test_state_compressed_in_pieces_is_one_zlib_stream(data, level, monkeypatch)
     assert zlib.decompress(blob) == data
     if len(data) > 1 << 12:
         assert blob[:2] == zlib.compress(b"", level)[:2]
-
-
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(states=st.lists(st.builds(
-    lambda head, body, tail: head + body + tail,
-    st.binary(max_size=64), st.sampled_from([b"a" * 9000, b"ab" * 4500, b"x" * 13000, b""]),
-    st.binary(max_size=5000)), min_size=1, max_size=5),
-    levels=st.lists(st.sampled_from([1, 6]), min_size=5, max_size=5))
-def test_reused_pieces_give_the_bytes_of_compressing_every_piece(states, levels, monkeypatch):
-    """A run of states compressed through one `CompressedPieces` (the writer process keeps one
-    for its pipeline): each is byte for byte what compressing it alone gives, whatever kept,
-    grew, shrank or changed since the last one, and whatever the level."""
-    from streaming.host import checkpoints
-    monkeypatch.setattr(checkpoints, "COMPRESS_PIECE_BYTES", 1 << 12)  # many pieces, fast
-    reuse = checkpoints.CompressedPieces()
-    for raw, level in zip(states, levels[:len(states)], strict=True):
-        assert checkpoints.compress_state(raw, level, reuse) == \
-            checkpoints.compress_state(raw, level)
-
-
-def test_a_state_that_kept_its_leading_pieces_reuses_them(monkeypatch):
-    from streaming.host import checkpoints
-    monkeypatch.setattr(checkpoints, "COMPRESS_PIECE_BYTES", 1 << 12)
-    first = bytes(range(256)) * 64  # four pieces
-    reuse = checkpoints.CompressedPieces()
-    checkpoints.compress_state(first, 1, reuse)
-    kept = list(reuse.pieces)
-    grown = first + b"more" * 3000  # the same four pieces, then more
-    blob = checkpoints.compress_state(grown, 1, reuse)
-    assert zlib.decompress(blob) == grown
-    # The first three were not last in either state: the same objects, not compressed again.
-    assert all(reuse.pieces[i] is kept[i] for i in range(3))
-    assert reuse.pieces[3] is not kept[3]  # the last piece then, ended by the final block

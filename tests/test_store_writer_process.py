@@ -220,7 +220,7 @@ def test_writes_a_checkpoint_it_is_handed_as_the_worker_would(store_url, memory_
     assert orjson.loads(zlib.decompress(row["state"])) == state
     assert row["serializer"] == SERIALIZER and row["state_schema"] == "join/test"
     assert summary == {"id_journal_seq": 1, "size_bytes": len(row["state"]),
-                       "duration_ms": row["duration_ms"]}
+                       "duration_ms": row["duration_ms"], "delta": False}
 
 
 def test_a_checkpoint_paused_mid_write_commits_on_the_workers_word(store_url):

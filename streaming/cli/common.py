@@ -60,6 +60,13 @@ overlap_commits_option = click.option(
     help="Commit each batch in a writer process while the next batch is read and run (at most "
          "one in flight; docs/architecture.md). Follow mode always commits serially.")
 
+full_checkpoint_after_option = click.option(
+    "--full-checkpoint-after", "full_checkpoint_after", type=click.FloatRange(min=0),
+    default=1.0, show_default=True, envvar="RISKSTREAM_FULL_CHECKPOINT_AFTER",
+    help="Write a full checkpoint once the delta checkpoints since the last full one add up to "
+         "this many times its size (restore reads at most about 1 + this many states); 0 "
+         "writes every checkpoint full. See docs/architecture.md, delta checkpoints.")
+
 format_option = click.option("--format", "fmt", type=click.Choice(["csv", "json"]),
                              default="csv", show_default=True)
 

@@ -8,9 +8,9 @@ import orjson
 from ..host.crash import CRASH_POINTS
 from ..models.registry import DEFAULT_MODEL_DIR, MODEL_DIR_ENV, ModelError, Registry
 from ..timeutil import TimeFormatError, parse_utc_us
-from .common import (echo_json, emit_rows, fail, format_option, max_arrival_jump_option,
-                     open_store, overlap_commits_option, run_settings, source_option,
-                     store_option)
+from .common import (echo_json, emit_rows, fail, format_option, full_checkpoint_after_option,
+                     max_arrival_jump_option, open_store, overlap_commits_option, run_settings,
+                     source_option, store_option)
 from .follow import follow_options, follow_settings
 
 DECISION_COLUMNS = ["receipt_id", "scoring_revision", "model_revision", "score", "decision",
@@ -41,18 +41,20 @@ def receipts() -> None:
               help="Finalize: advance the watermark to the end and score every receipt.")
 @max_arrival_jump_option
 @overlap_commits_option
+@full_checkpoint_after_option
 @follow_options
 @click.option("--quiet", is_flag=True)
 def run(source, store_url, model_dir, crash_at, checkpoint_every, batch_size, idle_after,
-        end_of_stream, max_arrival_jump, overlap_commits, follow, max_batch_delay, worker,
-        outage_limit, quiet):
+        end_of_stream, max_arrival_jump, overlap_commits, full_checkpoint_after, follow,
+        max_batch_delay, worker, outage_limit, quiet):
     """Run (or resume) the live scorer over a source until it is drained, or follow it."""
     from ..pipelines.receipts import SPEC
     from .join import run_pipeline
     settings = run_settings(source, store_url, crash_at, checkpoint_every, batch_size,
                             idle_after=idle_after, end_of_stream=end_of_stream,
                             extra={"model_dir": model_dir}, max_arrival_jump=max_arrival_jump,
-                            overlap_commits=overlap_commits)
+                            overlap_commits=overlap_commits,
+                            full_checkpoint_after=full_checkpoint_after)
     following = follow_settings(follow, max_batch_delay, worker, outage_limit)
     try:
         if following is not None:

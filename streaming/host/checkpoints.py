@@ -9,18 +9,22 @@ import os
 import subprocess
 import time
 import zlib
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import orjson
 
-from ..store.ops import Store, dumps, now_iso
+from ..operators.changes import apply_changes
+from ..store.ops import CHECKPOINT_DELTA_SUFFIX, Store, dumps, is_delta_checkpoint, now_iso
 from ..timeutil import NEG_INF, us_to_iso
 from ..watermarks import InputWatermark
 from .settings import TP, Operator, PipelineSpec, Source
 
 SERIALIZER = "orjson+zlib/1"
+# A delta checkpoint: the state's small parts whole and its large maps as their changes since
+# the checkpoint before it (operators.changes). Its own serializer, so that a release that
+# cannot apply one refuses it rather than restoring a part of a state.
+DELTA_SERIALIZER = SERIALIZER + CHECKPOINT_DELTA_SUFFIX
 # zlib level 1: the state is mostly IDs, hashes and times, where level 1 compresses almost as
 # well as higher levels at a fraction of the CPU of every checkpoint. The level is not part of
 # the format (decompression reads any level), so checkpoints written at another level restore
@@ -34,42 +38,12 @@ COMPRESS_LEVEL = 1
 COMPRESS_PIECE_BYTES = 4 << 20
 
 
-class CompressedPieces:
-    """The last state `compress_state` compressed in pieces, and those pieces compressed. A
-    piece whose bytes are the same in the next state, at the same place and not last in
-    either, compresses to the same bytes (each piece is deflated on its own, with no dictionary
-    from the piece before), so it is taken from here instead. Measured between two checkpoints
-    50,000 events apart at 1,000,000 ledger events: 25 of 36 pieces the same (the identities,
-    kept in insertion order, are most of the state and only grow at their end). Holds the last
-    state (its size again in memory) so that sameness is a byte comparison, not a hash."""
-
-    __slots__ = ("raw", "level", "pieces")
-
-    def __init__(self) -> None:
-        self.raw = b""
-        self.level = -1
-        self.pieces: list[bytes] = []
-
-    def reusable(self, raw: bytes, level: int, i: int, last: int) -> bytes | None:
-        """Piece `i` of `raw` (of `last` + 1) compressed, when the last state had the same."""
-        if level != self.level or i >= last or i >= len(self.pieces) - 1:
-            return None
-        start = i * COMPRESS_PIECE_BYTES
-        end = start + COMPRESS_PIECE_BYTES
-        return self.pieces[i] if self.raw[start:end] == raw[start:end] else None
-
-
-def compress_state(raw: bytes, level: int = COMPRESS_LEVEL,
-                   reuse: CompressedPieces | None = None) -> bytes:
+def compress_state(raw: bytes, level: int = COMPRESS_LEVEL) -> bytes:
     """`raw` as one zlib stream, which `zlib.decompress` reads like any other, deflated in
     pieces in parallel the way pigz does it: each piece is a raw deflate stream ended by a
     sync flush (an empty stored block, so the next piece's blocks may follow) and the last by
-    the final block; the zlib header and the Adler-32 of the whole wrap them. With `reuse`, the
-    pieces the last state compressed through it had the same are taken from it (the bytes are
-    the same either way), and it then holds this state."""
+    the final block; the zlib header and the Adler-32 of the whole wrap them."""
     if len(raw) <= COMPRESS_PIECE_BYTES:
-        if reuse is not None:
-            reuse.raw, reuse.level, reuse.pieces = b"", -1, []
         return zlib.compress(raw, level)
     view = memoryview(raw)
     pieces = [view[i:i + COMPRESS_PIECE_BYTES]
@@ -77,17 +51,11 @@ def compress_state(raw: bytes, level: int = COMPRESS_LEVEL,
     last = len(pieces) - 1
 
     def deflate(i: int) -> bytes:
-        if reuse is not None:
-            same = reuse.reusable(raw, level, i, last)
-            if same is not None:
-                return same
         c = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
         return c.compress(pieces[i]) + c.flush(zlib.Z_FINISH if i == last else zlib.Z_SYNC_FLUSH)
 
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         compressed = list(pool.map(deflate, range(len(pieces))))
-    if reuse is not None:
-        reuse.raw, reuse.level, reuse.pieces = raw, level, compressed
     header = zlib.compress(b"", level)[:2]  # the two header bytes this level writes
     return header + b"".join(compressed) + zlib.adler32(raw).to_bytes(4, "big")
 
@@ -123,28 +91,121 @@ def code_revision() -> str:
     return _CODE_REV
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointChain:
+    """What the next checkpoint builds on: the last checkpoint's journal seq and records read
+    (which a delta names, to be applied only on top of that one), and the raw sizes of the
+    full checkpoint its chain starts from and of the deltas since."""
+
+    journal_seq: int
+    records_total: int
+    full_bytes: int
+    delta_bytes: int
+
+    def wants_full(self, full_after: float) -> bool:
+        """Whether the next checkpoint is a full one: once the deltas since the full one add
+        up to `full_after` times its size (RunSettings.full_checkpoint_after). With 1, restore
+        reads at most about twice the state, and over a run whose state only grows the full
+        checkpoints' sizes about double, so all of them together cost about two final states
+        where every checkpoint full cost one state per checkpoint."""
+        return self.delta_bytes >= full_after * self.full_bytes
+
+    def base(self) -> dict[str, int]:
+        return {"journal_seq": self.journal_seq, "records_total": self.records_total}
+
+
 def read_checkpoint(store: Store, pipeline: str, state_schema: str) -> dict | None:
-    """The latest checkpoint, decoded into `decoded`; refuses (before reading or writing
-    anything) when its serializer or state schema is not this code's."""
-    ck = store.latest_checkpoint(pipeline)
-    if ck is None:
+    """The latest checkpoint, its state decoded into `decoded` (a delta applied to the full
+    checkpoint and the deltas before it) and what the next checkpoint builds on in `chain`;
+    refuses (before reading or writing anything) when a checkpoint it needs was written with
+    another serializer or state schema, or the chain of deltas is broken."""
+    rows = store.checkpoint_chain(pipeline)
+    if not rows:
         return None
-    if ck["serializer"] != SERIALIZER or ck["state_schema"] != state_schema:
-        raise CheckpointMismatch(
-            f"checkpoint {ck['id']} of pipeline {pipeline!r} was written with serializer "
-            f"{ck['serializer']!r} and state schema {ck['state_schema']!r}; this code reads "
-            f"{SERIALIZER!r} / {state_schema!r}. Refusing to start: nothing was read "
-            f"or written. Migrate the checkpoint or start a new store.")
-    try:
-        ck["decoded"] = orjson.loads(zlib.decompress(ck["state"]))
-    except (zlib.error, orjson.JSONDecodeError) as exc:
-        raise CheckpointMismatch(f"checkpoint {ck['id']} cannot be decoded: {exc}") from None
-    problem = shape_problem(ck["decoded"])
+    state: dict | None = None
+    chain: CheckpointChain | None = None
+    for row in rows:
+        _refuse_foreign(row, pipeline, state_schema)
+        raw = _decompressed(row)
+        decoded = _decoded(row, raw)
+        if state is None or chain is None:
+            if is_delta_checkpoint(row["serializer"]):
+                raise CheckpointMismatch(
+                    f"checkpoint {row['id']} of pipeline {pipeline!r} holds changes since an "
+                    f"earlier checkpoint that is not in the store. Refusing to start: nothing "
+                    f"was read or written.")
+            state, full_bytes, delta_bytes = decoded, len(raw), 0
+        else:
+            state = _applied(row, state, decoded)
+            delta_bytes += len(raw)
+        chain = CheckpointChain(_int(state, "journal_seq"), _int(state, "records_total"),
+                                full_bytes, delta_bytes)
+    ck = rows[-1]
+    problem = shape_problem(state)
     if problem:
         raise CheckpointMismatch(
             f"checkpoint {ck['id']} of pipeline {pipeline!r} decodes but does not have the shape "
             f"this code writes ({problem}). Refusing to start: nothing was read or written.")
+    ck["decoded"], ck["chain"] = state, chain
     return ck
+
+
+def _refuse_foreign(row: dict, pipeline: str, state_schema: str) -> None:
+    if (row["serializer"] not in (SERIALIZER, DELTA_SERIALIZER)
+            or row["state_schema"] != state_schema):
+        raise CheckpointMismatch(
+            f"checkpoint {row['id']} of pipeline {pipeline!r} was written with serializer "
+            f"{row['serializer']!r} and state schema {row['state_schema']!r}; this code reads "
+            f"{SERIALIZER!r} (or its deltas, {DELTA_SERIALIZER!r}) / {state_schema!r}. Refusing "
+            f"to start: nothing was read or written. Migrate the checkpoint or start a new "
+            f"store.")
+
+
+def _decompressed(row: dict) -> bytes:
+    try:
+        return zlib.decompress(row["state"])
+    except zlib.error as exc:
+        raise CheckpointMismatch(f"checkpoint {row['id']} cannot be decoded: {exc}") from None
+
+
+def _decoded(row: dict, raw: bytes) -> dict:
+    try:
+        decoded = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise CheckpointMismatch(f"checkpoint {row['id']} cannot be decoded: {exc}") from None
+    delta = is_delta_checkpoint(row["serializer"])
+    if not isinstance(decoded, dict) or ("delta_of" in decoded) != delta:
+        raise CheckpointMismatch(
+            f"checkpoint {row['id']} decodes to something other than the "
+            f"{'delta' if delta else 'full state'} its serializer {row['serializer']!r} says")
+    return decoded
+
+
+def _int(state: dict, key: str) -> int:
+    value = state.get(key)
+    return value if isinstance(value, int) else -1
+
+
+def _applied(row: dict, state: dict, delta: dict) -> dict:
+    """`state` (the checkpoint before `row`, decoded; changed in place) brought to `row`'s
+    moment by its delta."""
+    base = {"journal_seq": state.get("journal_seq"), "records_total": state.get("records_total")}
+    if delta["delta_of"] != base:
+        raise CheckpointMismatch(
+            f"checkpoint {row['id']} holds the changes since the checkpoint at {delta['delta_of']}"
+            f", but the one before it in the store is at {base}: the chain of checkpoints is "
+            f"broken. Refusing to start: nothing was read or written.")
+    try:
+        operator = state["operator"]
+        apply_changes(operator, delta["operator"], delta["operator_changes"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointMismatch(
+            f"checkpoint {row['id']} holds changes that do not apply to the state before it "
+            f"({type(exc).__name__}: {exc}). Refusing to start: nothing was read or "
+            f"written.") from None
+    applied = {k: v for k, v in delta.items() if k not in ("delta_of", "operator_changes")}
+    applied["operator"] = operator
+    return applied
 
 
 # What `write_checkpoint` puts in a state, by key: the type each value must have.
@@ -218,27 +279,46 @@ class CheckpointDump:
     # A writer process stops the write after the row's insert and waits for the worker's word
     # (the during-checkpoint crash point, when it is armed to fire at this checkpoint).
     pause_mid_write: bool = False
+    serializer: str = SERIALIZER  # DELTA_SERIALIZER when `raw` holds changes only
 
 
 def dump_checkpoint(spec: PipelineSpec, op: Operator, source: Source,
                     wms: dict[str, InputWatermark], positions: dict[TP, int], *, clock: int,
-                    stream_start: int, seq: int, records_total: int,
-                    ended: bool) -> CheckpointDump:
+                    stream_start: int, seq: int, records_total: int, ended: bool,
+                    chain: CheckpointChain | None = None, full_after: float = 1.0
+                    ) -> tuple[CheckpointDump, CheckpointChain]:
     """The state of this moment, serialized: operator, watermarks, positions and source
-    fingerprints. Everything after this (compression, the write) reads only the bytes, so the
-    host may go on changing the state once it returns."""
+    fingerprints; and what the checkpoint after it builds on. Everything after this
+    (compression, the write) reads only the bytes, so the host may go on changing the state
+    once it returns.
+
+    With `chain` (what the checkpoint before this one left) and an operator that names its
+    large maps (`snapshot_parts`), the dump is a delta: those maps as their changes since that
+    checkpoint, the rest whole; a full one again once the deltas add up to `full_after` times
+    the full one. Either way the operator's parts are marked: the next delta starts here."""
     t0 = time.perf_counter()
-    op_state = op.snapshot()
+    parts_of = getattr(op, "snapshot_parts", None)
+    parts = parts_of() if parts_of is not None else None
+    delta = parts is not None and chain is not None and not chain.wants_full(full_after)
     fps = {tp_str(*tp): source.fingerprint(tp, off) for tp, off in positions.items()}
     state = {
-        "operator": op_state,
+        "operator": parts.whole if delta and parts is not None else op.snapshot(),
         "watermarks": {t: w.snapshot() for t, w in wms.items()},
         "positions": {tp_str(*tp): off for tp, off in positions.items()},
         "source": {**source.identity(), "fingerprints": fps},
         "clock": clock, "stream_start": stream_start,
         "journal_seq": seq, "records_total": records_total, "ended": ended,
     }
+    if delta and parts is not None and chain is not None:
+        state["operator_changes"] = parts.changes()
+        state["delta_of"] = chain.base()
     raw = orjson.dumps(state, option=orjson.OPT_NON_STR_KEYS)
+    if parts is not None:
+        parts.mark()
+    after = (CheckpointChain(seq, records_total, chain.full_bytes, chain.delta_bytes + len(raw))
+             if delta and chain is not None
+             else CheckpointChain(seq, records_total, len(raw), 0))
+    serializer = DELTA_SERIALIZER if delta else SERIALIZER
     sm = op.state_metrics()
     meta = {
         "pipeline": spec.name, "journal_seq": seq,
@@ -249,24 +329,27 @@ def dump_checkpoint(spec: PipelineSpec, op: Operator, source: Source,
         "rule_version": getattr(op, "rule_version", None),
         "reference_versions": (spec.reference_versions(op)
                                if spec.reference_versions else {}),
-        "serializer": SERIALIZER, "state_schema": op.state_schema,
+        "serializer": serializer, "state_schema": op.state_schema,
         "code_revision": code_revision(), "state_bytes": sm.get("state_bytes"),
         "state_records": sm.get("state_records"), "records_total": records_total,
         "clock": us_to_iso(clock) if clock > NEG_INF else None,
         "end_of_stream": ended,
     }
-    return CheckpointDump(spec.name, seq, op.state_schema, meta, time.perf_counter() - t0, raw)
+    if delta and chain is not None:
+        meta["delta_of"] = chain.base()
+    dump = CheckpointDump(spec.name, seq, op.state_schema, meta, time.perf_counter() - t0, raw,
+                          serializer=serializer)
+    return dump, after
 
 
-def checkpoint_row(dump: CheckpointDump, reuse: CompressedPieces | None = None) -> dict:
-    """The checkpoints row of a dump: its state compressed (with `reuse`, the pieces the last
-    state compressed through it had the same taken from there). The duration is the dump's
-    and the compression's seconds (the write itself not included)."""
+def checkpoint_row(dump: CheckpointDump) -> dict:
+    """The checkpoints row of a dump: its state compressed. The duration is the dump's and the
+    compression's seconds (the write itself not included)."""
     t0 = time.perf_counter()
-    blob = compress_state(dump.raw, reuse=reuse)
+    blob = compress_state(dump.raw)
     duration_ms = int((dump.dump_s + time.perf_counter() - t0) * 1000)
     meta = {**dump.meta, "size_bytes": len(blob), "duration_ms": duration_ms}
-    return {"pipeline": dump.pipeline, "journal_seq": dump.seq, "serializer": SERIALIZER,
+    return {"pipeline": dump.pipeline, "journal_seq": dump.seq, "serializer": dump.serializer,
             "state_schema": dump.state_schema, "meta": dumps(meta), "state": blob,
             "size_bytes": len(blob), "duration_ms": duration_ms, "created_at": now_iso()}
 
@@ -274,18 +357,4 @@ def checkpoint_row(dump: CheckpointDump, reuse: CompressedPieces | None = None) 
 def checkpoint_summary(row: dict) -> dict:
     """What the metrics report about a written checkpoint."""
     return {"id_journal_seq": row["journal_seq"], "size_bytes": row["size_bytes"],
-            "duration_ms": row["duration_ms"]}
-
-
-def write_checkpoint(store: Store, spec: PipelineSpec, op: Operator, source: Source,
-                     wms: dict[str, InputWatermark], positions: dict[TP, int], *, clock: int,
-                     stream_start: int, seq: int, records_total: int, ended: bool,
-                     mid_write: Callable[[], None]) -> dict:
-    """Write one checkpoint row in this process; returns what the metrics report about it.
-    `mid_write` runs between the two halves of the write (the during-checkpoint crash
-    point)."""
-    row = checkpoint_row(dump_checkpoint(spec, op, source, wms, positions, clock=clock,
-                                         stream_start=stream_start, seq=seq,
-                                         records_total=records_total, ended=ended))
-    store.write_checkpoint(row, mid_write=mid_write)
-    return checkpoint_summary(row)
+            "duration_ms": row["duration_ms"], "delta": is_delta_checkpoint(row["serializer"])}

@@ -151,6 +151,10 @@ class AssignedStore:
         return self.retry("checkpoint read",
                           lambda: self._store.latest_checkpoint(self._k(pipeline)))
 
+    def checkpoint_chain(self, pipeline: str):
+        return self.retry("checkpoint read",
+                          lambda: self._store.checkpoint_chain(self._k(pipeline)))
+
     def journal_after(self, pipeline: str, seq: int):
         return self.retry("journal read",
                           lambda: self._store.journal_after(self._k(pipeline), seq))

@@ -25,8 +25,9 @@ from ..store.ops import BatchWrite, SinkResult, Store, dumps, now_iso, shared_st
 from ..store.writer_process import WriterProcess
 from ..timeutil import NEG_INF, event_date
 from ..watermarks import InputWatermark
-from .checkpoints import (CheckpointDump, CheckpointMismatch, dump_checkpoint, read_checkpoint,
-                          tp_str, verified_positions, write_checkpoint)
+from .checkpoints import (CheckpointChain, CheckpointDump, CheckpointMismatch, checkpoint_row,
+                          checkpoint_summary, dump_checkpoint, read_checkpoint, tp_str,
+                          verified_positions)
 from .crash import CrashInjector
 from .journal import journaled_batch, range_digests, verify_journal
 from .metrics import metrics_snapshot
@@ -122,6 +123,9 @@ class Worker:
         self._overlap = False
         self._writer: WriterProcess | None = None
         self._inflight: _InFlight | _CheckpointInFlight | None = None
+        # What the next checkpoint builds on (a delta names it); None until the first checkpoint
+        # of a store or a restore, when the next one is full.
+        self._chain: CheckpointChain | None = None
 
     @property
     def restored_from(self) -> int | None:
@@ -158,6 +162,7 @@ class Worker:
         self.seq = state["journal_seq"]
         self.records_total = state["records_total"]
         self.ended = state.get("ended", False)
+        self._chain = ck["chain"]
         self.result.restored_from = ck["id"]
 
     # ------------------------------------------------------------------ the loop
@@ -567,16 +572,16 @@ class Worker:
         the batch it follows committed) and that batch's ranges (whose ack waits for the
         checkpoint): the writer process compresses and writes it while the next batch runs,
         and `_settle` waits for it."""
-        t0 = time.perf_counter()
         self.since_ckpt = 0
         if overlapped is None:
-            self.last_ckpt = write_checkpoint(
-                self.store, self.spec, self.op, self.source, self.wms, self.positions,
-                clock=self.clock, stream_start=self.stream_start, seq=self.seq,
-                records_total=self.records_total, ended=self.ended,
-                mid_write=lambda: self.crash.hit("during-checkpoint"))
+            dump = self._dump_checkpoint()  # timed there
+            t0 = time.perf_counter()
+            row = checkpoint_row(dump)
+            self.store.write_checkpoint(row, mid_write=lambda: self.crash.hit("during-checkpoint"))
+            self.last_ckpt = checkpoint_summary(row)
             self._checkpoint_written(t0)
             return
+        t0 = time.perf_counter()
         dump, ranges = overlapped
         # The writer stops mid-write only for a crash point about to fire: otherwise the
         # transaction's commit would wait for the worker.
@@ -588,9 +593,11 @@ class Worker:
 
     def _dump_checkpoint(self) -> CheckpointDump:
         t0 = time.perf_counter()
-        dump = dump_checkpoint(self.spec, self.op, self.source, self.wms, self.positions,
-                               clock=self.clock, stream_start=self.stream_start, seq=self.seq,
-                               records_total=self.records_total, ended=self.ended)
+        dump, self._chain = dump_checkpoint(
+            self.spec, self.op, self.source, self.wms, self.positions, clock=self.clock,
+            stream_start=self.stream_start, seq=self.seq, records_total=self.records_total,
+            ended=self.ended, chain=self._chain,
+            full_after=self.settings.full_checkpoint_after)
         self.result.stage_seconds["checkpoint"] += time.perf_counter() - t0
         return dump
 

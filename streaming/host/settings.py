@@ -18,6 +18,10 @@ TP = tuple[str, int]
 
 
 class Operator(Protocol):
+    """A pure state machine the host feeds. An optional extra the host looks up by name:
+    `snapshot_parts()` (operators.changes), which lets a checkpoint hold the operator's large
+    maps as their changes since the checkpoint before it."""
+
     pipeline: str
     state_schema: str
 
@@ -72,6 +76,10 @@ class RunSettings:
     # database work gets a core of its own (docs/performance.md, sixth round). Follow mode,
     # journal replay, throttled runs and an in-memory store always commit serially.
     overlap_commits: bool = True
+    # Delta checkpoints (operators that name their large maps, host.checkpoints): a full
+    # checkpoint once the deltas since the last full one add up to this many times its size,
+    # so restore reads at most about 1 + this many states; 0 writes every checkpoint full.
+    full_checkpoint_after: float = 1.0
 
     def describe(self) -> dict:
         return {"source": redact_url(self.source), "store": redact_url(self.store_url),
@@ -80,6 +88,7 @@ class RunSettings:
                 "idle_after_us": self.idle_after_us, "end_of_stream": self.end_of_stream,
                 "ttl_us": self.ttl_us, "max_arrival_jump_us": self.max_arrival_jump_us,
                 "overlap_commits": self.overlap_commits,
+                "full_checkpoint_after": self.full_checkpoint_after,
                 **({"throttle": self.throttle.describe()} if self.throttle else {}),
                 **self.extra}
 

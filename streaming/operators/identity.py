@@ -45,13 +45,17 @@ class IdentityIndex:
     `time_slot` is the row field holding the version's event time; `where_slot`, when given,
     the field saying where the version is: a row whose `where` is LIVE is never evicted."""
 
-    __slots__ = ("rows", "time_slot", "where_slot", "candidates")
+    __slots__ = ("rows", "time_slot", "where_slot", "candidates", "changed")
 
-    def __init__(self, time_slot: int, where_slot: int | None = None) -> None:
+    def __init__(self, time_slot: int, where_slot: int | None = None,
+                 track_changes: bool = False) -> None:
         self.rows: dict[str, list[Any]] = {}
         self.time_slot = time_slot
         self.where_slot = where_slot
         self.candidates: list[tuple[int, str]] = []  # (event time, id), a heap
+        # With `track_changes`: the IDs remembered, changed or forgotten since the operator's
+        # last checkpoint took them (operators.changes), in the order first changed.
+        self.changed: dict[str, None] | None = {} if track_changes else None
 
     # ------------------------------------------------------------------ lookup
     def __len__(self) -> int:
@@ -85,6 +89,8 @@ class IdentityIndex:
     def remember(self, eid: str, row: list[Any]) -> None:
         """`row` is now the latest version of `eid`."""
         self.rows[eid] = row
+        if self.changed is not None:
+            self.changed[eid] = None
 
     def may_forget(self, eid: str, t: int) -> None:
         """The identity of `eid` at event time t may be forgotten once t is below the bound
@@ -99,17 +105,21 @@ class IdentityIndex:
         if ws is None:
             raise ValueError("left_state needs an index with a where slot")
         push = heapq.heappush
+        changed = self.changed
         for eid, rev in versions:
             row = rows.get(eid)
             if row is not None and row[REV] == rev:
                 row[ws] = where
                 push(candidates, (row[ts], eid))
+                if changed is not None:
+                    changed[eid] = None
 
     def evict_before(self, bound: int) -> int:
         """Forget the candidates with event time < bound whose rows are as they were when
         named (same event time, not live). Returns how many were forgotten."""
         heap, rows = self.candidates, self.rows
         ts, ws = self.time_slot, self.where_slot
+        changed = self.changed
         forgotten = 0
         while heap and heap[0][0] < bound:
             t, eid = heapq.heappop(heap)
@@ -117,15 +127,20 @@ class IdentityIndex:
             if row is None or row[ts] != t or (ws is not None and row[ws] == LIVE):
                 continue
             del rows[eid]
+            if changed is not None:
+                changed[eid] = None
             forgotten += 1
         return forgotten
 
     # ------------------------------------------------------------------ checkpoint
     def load(self, rows: dict[str, list[Any]], candidates: list[tuple[int, str]]) -> None:
-        """Restore rows and eviction candidates from a checkpoint."""
+        """Restore rows and eviction candidates from a checkpoint (which holds them all: no
+        change since it is left to record)."""
         self.rows = {k: list(v) for k, v in rows.items()}
         self.candidates = [(t, eid) for t, eid in candidates]
         heapq.heapify(self.candidates)
+        if self.changed is not None:
+            self.changed.clear()
 
 
 def settle(outcome: str, rec: Record, out: Emit, conflict_detail: str | None = None) -> bool:

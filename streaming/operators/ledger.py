@@ -26,6 +26,7 @@ from ..state import Held
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, event_date, us_to_dt, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, ROUTED, STALE, Emit, Fact,
                    Quarantined, fits_int64)
+from .changes import AppendedItems, RowChanges, SnapshotParts
 from .identity import CONFLICT, CORRECTION, LIVE, IdentityIndex, settle
 from .ledger_categories import (CATEGORY, DUPLICATE as VERSION_DUPLICATE, HIGH_RISK, SIZE,
                                 CategoryVersions, VersionRejected, version_from_record)
@@ -193,8 +194,9 @@ class LedgerOperator:
         self.key_source = key_source
         self.retention = retention_us
         self.cats = CategoryVersions()
-        self.ids = IdentityIndex(time_slot=I_EVENT, where_slot=I_WHERE)
+        self.ids = IdentityIndex(time_slot=I_EVENT, where_slot=I_WHERE, track_changes=True)
         self.by_merchant: dict[str, list[str]] = {}
+        self._merchant_marks: dict[str, int] = {}  # by_merchant's lengths at the last checkpoint
         self.windows: dict[str, Window] = {}
         self.held = Held()  # payments in open windows and category versions
         self.wm = NEG_INF
@@ -448,14 +450,25 @@ class LedgerOperator:
                 "categories": self.cats.snapshot(), "counters": self.counters,
                 "peak": self.peak}
 
+    def snapshot_parts(self) -> SnapshotParts:
+        """The snapshot for a delta checkpoint: the identities (every payment ever seen, by
+        far the largest part) as those remembered since the last checkpoint, and each
+        merchant's payments as those appended since (its list only grows)."""
+        whole = {k: v for k, v in self.snapshot().items() if k not in ("ids", "by_merchant")}
+        assert self.ids.changed is not None  # tracked since __init__ and restore
+        return SnapshotParts(whole, rows={"ids": RowChanges(self.ids.rows, self.ids.changed)},
+                             appended={"by_merchant": AppendedItems(self.by_merchant,
+                                                                    self._merchant_marks)})
+
     def restore(self, snap: dict[str, Any]) -> None:
         if snap["rule_version"] != RULE_VERSION:
             raise ValueError(f"checkpoint rule version {snap['rule_version']} != {RULE_VERSION}")
         self.retention = snap["retention_us"]
         self.wm = snap["wm"]
-        self.ids = IdentityIndex(time_slot=I_EVENT, where_slot=I_WHERE)
+        self.ids = IdentityIndex(time_slot=I_EVENT, where_slot=I_WHERE, track_changes=True)
         self.ids.load(snap["ids"], [])
         self.by_merchant = {k: list(v) for k, v in snap["by_merchant"].items()}
+        self._merchant_marks = {k: len(v) for k, v in self.by_merchant.items()}
         self.cats = CategoryVersions.restore(snap["categories"])
         self.counters = dict(snap["counters"])
         self.peak = dict(snap["peak"])

@@ -37,6 +37,7 @@ from ..state import Held
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, INT64_MAX, ROUTED, Emit, Fact,
                    QueueEntry, fits_int64)
+from .changes import RowChanges, SnapshotParts
 from .identity import HASH, IdentityIndex, settle
 
 PIPELINE = "receipts"
@@ -138,12 +139,7 @@ class ReceiptScorer:
         self.merchant_of: dict[str, str] = {}
         # receipt_id -> [revision, payload_hash, occurred_us] for duplicate detection (receipts
         # carry no revision field: every record is revision 1)
-        self.ids = IdentityIndex(time_slot=ID_T)
-        # The identities as checkpointed, kept from one snapshot to the next (rows are never
-        # changed in place, only added and forgotten), so a snapshot builds only the entries
-        # remembered since the last one rather than every identity of the dedup horizon.
-        self._ck_ids: dict[str, list[Any]] = {}
-        self._ck_added: list[str] = []  # remembered since the last snapshot, in order
+        self.ids = IdentityIndex(time_slot=ID_T, track_changes=True)
         self.pending: list[tuple[int, str]] = []  # (t, id) not yet scored
         # (earliest occurred_us, merchant) per merchant with entries; entries are sorted by
         # time, so what falls below the retention bound is a prefix evicted in one cut. A
@@ -189,7 +185,6 @@ class ReceiptScorer:
         # Remembered for the dedup horizon whatever becomes of the receipt.
         self.ids.remember(rec.id, [rec.revision, rec.payload_hash, t])
         self.ids.may_forget(rec.id, t)
-        self._ck_added.append(rec.id)
         p = rec.payload
         if self._overflows(rec.key, t, p["amount_cents"]):
             # Its merchant's 7-minute sums would leave the 64-bit range: it joins no state and
@@ -389,30 +384,25 @@ class ReceiptScorer:
 
     # ------------------------------------------------------------------ state
     def snapshot(self) -> dict[str, Any]:
+        return {**self._snapshot_but_ids(),
+                "ids": {rid: _CHECKPOINTED_ID(row) for rid, row in self.ids.rows.items()}}
+
+    def snapshot_parts(self) -> SnapshotParts:
+        """The snapshot for a delta checkpoint: the identities of the dedup horizon (most of
+        the state) as those remembered or forgotten since the last checkpoint."""
+        assert self.ids.changed is not None  # tracked since __init__ and restore
+        return SnapshotParts(self._snapshot_but_ids(), rows={
+            "ids": RowChanges(self.ids.rows, self.ids.changed, _CHECKPOINTED_ID)})
+
+    def _snapshot_but_ids(self) -> dict[str, Any]:
         return {
             "model": {"revision": self.model.revision, "artifact": self.model.artifact,
                       "pin_seq": self.pin_seq} if self.model else None,
             "tolerance_us": self.tolerance, "wm": self.wm,
             "merchants": {m: lst for m, lst in self.by_merchant.items()},
-            "ids": self._checkpointed_ids(),
             "pending": [list(p) for p in self.pending],
             "counters": self.counters, "peak": self.peak,
         }
-
-    def _checkpointed_ids(self) -> dict[str, list[Any]]:
-        """receipt_id -> [payload_hash, occurred_us] (every revision is 1), in the identity
-        index's order: what was forgotten since the last snapshot leaves, what was remembered
-        since goes (back) to the end, as it did in the index."""
-        ck, rows = self._ck_ids, self.ids.rows
-        for rid in ck.keys() - rows.keys():
-            del ck[rid]
-        for rid in self._ck_added:
-            ck.pop(rid, None)
-            row = rows.get(rid)
-            if row is not None:
-                ck[rid] = _CHECKPOINTED_ID(row)
-        self._ck_added.clear()
-        return dict(ck)  # the caller's copy: later records change `ck`
 
     def restore(self, snap: dict[str, Any]) -> None:
         m = snap["model"]
@@ -438,11 +428,9 @@ class ReceiptScorer:
                 self.entries[e[ID]] = e
                 self.held.hold(e[SIZE])
                 self.merchant_of[e[ID]] = merchant
-        self.ids = IdentityIndex(time_slot=ID_T)
+        self.ids = IdentityIndex(time_slot=ID_T, track_changes=True)
         self.ids.load({k: [1, h, t] for k, (h, t) in snap["ids"].items()},
                       [(t, k) for k, (_, t) in snap["ids"].items()])
-        self._ck_ids = {k: _CHECKPOINTED_ID(v) for k, v in self.ids.rows.items()}
-        self._ck_added = []
         self.pending = [tuple(p) for p in snap["pending"]]
         heapq.heapify(self.pending)
         self.counters = dict(snap["counters"])

@@ -61,6 +61,15 @@ class SqliteSettings:
                    int(env("RISKSTREAM_SQLITE_WRITER_CACHE_KIB", cls.writer_cache_kib)))
 
 
+# A checkpoint whose serializer ends so holds only the changes since the checkpoint before it
+# (host.checkpoints): the store keeps, and reads back, every row such a checkpoint builds on.
+CHECKPOINT_DELTA_SUFFIX = "+delta"
+
+
+def is_delta_checkpoint(serializer: str) -> bool:
+    return serializer.endswith(CHECKPOINT_DELTA_SUFFIX)
+
+
 def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -661,17 +670,22 @@ class Store:
                          keep: int = 3) -> None:
         """One row in one transaction: a checkpoint is either wholly there or not at all.
         Older checkpoints beyond the newest `keep` are pruned in the same transaction (restore
-        only ever reads the newest; the journal keeps the history)."""
+        reads the newest; the journal keeps the history), except the ones a kept delta
+        checkpoint builds on (`checkpoint_chain`)."""
         c = S.checkpoints.c
         with self.engine.begin() as conn:
             conn.execute(S.checkpoints.insert(), [row])
             if mid_write is not None:
                 mid_write()
-            ids = [r[0] for r in conn.execute(
-                select(c.id).where(c.pipeline == row["pipeline"]).order_by(c.id.desc()))]
-            if len(ids) > keep:
-                conn.execute(S.checkpoints.delete().where(c.pipeline == row["pipeline"],
-                                                          c.id.in_(ids[keep:])))
+            rows = list(conn.execute(select(c.id, c.serializer)
+                                     .where(c.pipeline == row["pipeline"])
+                                     .order_by(c.id.desc())))
+            kept = keep
+            while kept < len(rows) and is_delta_checkpoint(rows[kept - 1][1]):
+                kept += 1
+            if len(rows) > kept:
+                conn.execute(S.checkpoints.delete().where(
+                    c.pipeline == row["pipeline"], c.id.in_([r[0] for r in rows[kept:]])))
         if self.dialect == "postgresql":
             # Fresh planner statistics after a stretch of bulk loads: on a never-analysed facts
             # table the planner misjudges the read-back join and scans every row instead of
@@ -701,6 +715,23 @@ class Store:
             row = conn.execute(select(S.checkpoints).where(c.pipeline == pipeline)
                                .order_by(c.id.desc()).limit(1)).mappings().first()
             return dict(row) if row else None
+
+    def checkpoint_chain(self, pipeline: str) -> list[dict]:
+        """The rows restore reads, oldest first: the newest checkpoint and, when it is a delta,
+        every one before it back to the newest full one (a delta holds only the changes since
+        the row before it). Empty when the pipeline has none."""
+        c = S.checkpoints.c
+        with self.engine.connect() as conn:
+            heads = list(conn.execute(select(c.id, c.serializer).where(c.pipeline == pipeline)
+                                      .order_by(c.id.desc())))
+            if not heads:
+                return []
+            # With no full one left (which pruning never leaves), the oldest: restore refuses it.
+            start = next((i for i, r in enumerate(heads) if not is_delta_checkpoint(r[1])),
+                         len(heads) - 1)
+            return [dict(r) for r in conn.execute(
+                select(S.checkpoints).where(c.pipeline == pipeline, c.id >= heads[start][0])
+                .order_by(c.id)).mappings()]
 
     def checkpoints(self, pipeline: str) -> list[dict]:
         c = S.checkpoints.c

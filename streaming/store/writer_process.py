@@ -40,8 +40,7 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle, send_handle
 
-from ..host.checkpoints import (CheckpointDump, CompressedPieces, checkpoint_row,
-                                checkpoint_summary)
+from ..host.checkpoints import CheckpointDump, checkpoint_row, checkpoint_summary
 from ..procinfo import vm_hwm_mib
 from .errors import StoreErrorElsewhere, describe_store_error, is_store_error
 from .ops import BatchRows, SinkResult, Store
@@ -73,8 +72,6 @@ def _serve(conn: Connection) -> None:
         refused: Exception | None = exc
     else:
         refused = None
-    # The pipeline's last checkpoint state, compressed: the next one reuses its same pieces.
-    last_state = CompressedPieces()
     try:
         while True:
             try:
@@ -86,7 +83,7 @@ def _serve(conn: Connection) -> None:
                     _, dump, state_bytes = work
                     answer = _checkpoint(store, refused,
                                          replace(dump, raw=_received_state(conn, state_bytes)),
-                                         conn, last_state)
+                                         conn)
                 else:
                     answer = _commit(store, refused, work)
             except (EOFError, _Abandoned):  # the worker is gone: nothing is in flight from our side
@@ -172,7 +169,7 @@ def _commit(store: Store | None, refused: Exception | None, rows: BatchRows) -> 
 
 
 def _checkpoint(store: Store | None, refused: Exception | None, dump: CheckpointDump,
-                conn: Connection, last_state: CompressedPieces) -> tuple:
+                conn: Connection) -> tuple:
     """The answer to one checkpoint: its state compressed and its row written, answered as
     ("written", what the metrics report about it), or its failure. When the worker asked for
     it (`pause_mid_write`), the transaction stops after the row's insert and waits: the
@@ -186,7 +183,7 @@ def _checkpoint(store: Store | None, refused: Exception | None, dump: Checkpoint
 
     try:
         opened = _opened(store, refused)
-        row = checkpoint_row(dump, last_state)
+        row = checkpoint_row(dump)
         opened.write_checkpoint(row, mid_write=mid_write if dump.pause_mid_write else None)
     except (_Abandoned, EOFError):
         raise

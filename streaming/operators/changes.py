@@ -1,0 +1,105 @@
+"""What changed in an operator's state since its last checkpoint.
+
+Most of a long-running ledger's or scorer's state is a map that only grows, or changes a few
+entries at a time: the identities kept for duplicate detection, the payments each merchant has
+had. Writing all of it at every checkpoint made checkpoints cost the whole state each time
+(O(n^2 / interval) over a run). An operator that names such maps (`snapshot_parts`) lets the
+host write a checkpoint as the changes since the one before: the rest of its snapshot whole,
+and for each named map only the keys changed or deleted, or the items appended to each list.
+The host marks the parts (`mark`) once a checkpoint of either kind has taken them.
+
+The owner of a map records what it changes (`RowChanges.changed`); nothing here watches the
+map, so a change not recorded would be lost from the next delta: every write to a named map
+goes through code that records it (operators.identity for the identities)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class RowChanges:
+    """A map whose changed keys its owner records in `changed` (an ordered set: a dict of
+    None) whenever it sets, changes or deletes one. `encode` turns a row into what the
+    snapshot holds for it (the identity of a row otherwise)."""
+
+    rows: dict[str, Any]
+    changed: dict[str, None]
+    encode: Callable[[Any], Any] | None = None
+
+    def changes(self) -> dict[str, Any]:
+        """Key -> its row as the snapshot holds it, or None for a key deleted since the mark."""
+        rows, enc = self.rows, self.encode
+        out: dict[str, Any] = {}
+        for k in self.changed:
+            row = rows.get(k)
+            out[k] = None if row is None else (row if enc is None else enc(row))
+        return out
+
+    def mark(self) -> None:
+        self.changed.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class AppendedItems:
+    """A map of lists that only ever grow at their end (no list shrinks or leaves the map).
+    `marks` holds each list's length at the last mark."""
+
+    lists: dict[str, list[Any]]
+    marks: dict[str, int]
+
+    def changes(self) -> dict[str, list[Any]]:
+        """Key -> the items appended to its list since the mark (keys with none left out)."""
+        marks = self.marks
+        return {k: lst[marks.get(k, 0):] for k, lst in self.lists.items()
+                if len(lst) > marks.get(k, 0)}
+
+    def mark(self) -> None:
+        self.marks.update((k, len(lst)) for k, lst in self.lists.items())
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotParts:
+    """An operator's snapshot split for a delta checkpoint: `whole`, every key of `snapshot()`
+    but the named maps, written as it is; `rows` and `appended`, the named maps by their
+    snapshot key, written as their changes since the mark."""
+
+    whole: dict[str, Any]
+    rows: dict[str, RowChanges] = field(default_factory=dict)
+    appended: dict[str, AppendedItems] = field(default_factory=dict)
+
+    def changes(self) -> dict[str, dict[str, Any]]:
+        return {"rows": {k: p.changes() for k, p in self.rows.items()},
+                "appended": {k: p.changes() for k, p in self.appended.items()}}
+
+    def mark(self) -> None:
+        for rows in self.rows.values():
+            rows.mark()
+        for appended in self.appended.values():
+            appended.mark()
+
+
+def apply_changes(snapshot: dict[str, Any], whole: dict[str, Any],
+                  changes: dict[str, dict[str, Any]]) -> None:
+    """Bring `snapshot` (an earlier full snapshot, changed in place) to the moment of a delta:
+    its `whole` keys replace the earlier ones, its row changes set or delete keys of the named
+    maps, its appended items extend the named lists. Raises ValueError on a delta that names a
+    map the snapshot does not hold."""
+    snapshot.update(whole)
+    for name, rows in changes.get("rows", {}).items():
+        target = snapshot.get(name)
+        if not isinstance(target, dict):
+            raise ValueError(f"the delta changes rows of {name!r}, which the state does not hold")
+        for k, row in rows.items():
+            if row is None:
+                target.pop(k, None)
+            else:
+                target[k] = row
+    for name, appended in changes.get("appended", {}).items():
+        target = snapshot.get(name)
+        if not isinstance(target, dict):
+            raise ValueError(f"the delta appends to {name!r}, which the state does not hold")
+        for k, items in appended.items():
+            target.setdefault(k, []).extend(items)

@@ -1,0 +1,155 @@
+"""Delta checkpoints on real stores: a long-running ledger writes most checkpoints as the changes
+since the one before; restore applies the chain back to the newest full one and gets exactly
+the state the worker had; pruning never drops a checkpoint a kept delta builds on; and a chain
+with a gap or a missing start is refused before anything is read or written."""
+
+from __future__ import annotations
+
+import zlib
+
+import orjson
+import pytest
+from sqlalchemy import delete
+
+from riskstream_tools.workloads.ledger_seed import generate
+from streaming.host.checkpoints import (DELTA_SERIALIZER, SERIALIZER, CheckpointMismatch,
+                                        read_checkpoint)
+from streaming.host.loop import Worker
+from streaming.host.settings import RunSettings
+from streaming.operators.ledger import STATE_SCHEMA
+from streaming.pipelines.ledger import make_spec, run_extra
+from streaming.store import schema as S
+from streaming.store.ops import Store
+
+from .ledgerutil import TEST_KEY, facts_digest
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ledger_delta")
+    generate(31, str(out), payments=300)
+    return str(out)
+
+
+def _worker(source: str, url: str, store: Store) -> Worker:
+    # Deltas up to eight times the full checkpoint: chains long enough to break in the middle.
+    settings = RunSettings(source=source, store_url=url, checkpoint_every=30, batch_size=15,
+                           full_checkpoint_after=8.0, extra=run_extra(TEST_KEY))
+    return Worker(make_spec(TEST_KEY), settings, store=store)
+
+
+def _as_stored(obj):
+    return orjson.loads(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS))
+
+
+def test_ledger_writes_deltas_and_restore_rebuilds_its_exact_state(source, store_url):
+    store = Store(store_url)
+    try:
+        worker = _worker(source, store_url, store)
+        worker.run()
+        rows = store.checkpoints("ledger")
+        chain = store.checkpoint_chain("ledger")
+        ck = read_checkpoint(store, "ledger", STATE_SCHEMA)
+    finally:
+        store.dispose()
+    kinds = [r["serializer"] for r in rows]
+    assert rows[0]["serializer"] == SERIALIZER or len(rows) > 3  # older ones were pruned
+    assert DELTA_SERIALIZER in kinds and SERIALIZER in kinds
+    # Restore reads from the newest full checkpoint on, and nothing before it.
+    assert chain[0]["serializer"] == SERIALIZER
+    assert all(r["serializer"] == DELTA_SERIALIZER for r in chain[1:])
+    assert chain[-1]["id"] == rows[-1]["id"]
+    assert ck is not None and ck["id"] == rows[-1]["id"]
+    assert ck["decoded"]["operator"] == _as_stored(worker.op.snapshot())
+    assert ck["decoded"]["journal_seq"] == rows[-1]["journal_seq"]
+    assert ck["chain"].journal_seq == rows[-1]["journal_seq"]
+    # A delta holds the changes only: smaller than the full state it builds on.
+    full_raw = len(zlib.decompress(chain[0]["state"]))
+    for r in chain[1:]:
+        assert len(zlib.decompress(r["state"])) < full_raw
+        assert orjson.loads(r["meta"])["delta_of"]["journal_seq"] < r["journal_seq"]
+
+
+def test_restore_from_a_chain_goes_on_exactly_as_an_uninterrupted_run(source, store_url,
+                                                                      tmp_path):
+    whole_url = f"sqlite:///{tmp_path}/whole.sqlite"
+    whole = Store(whole_url)
+    try:
+        _worker(source, whole_url, whole).run()
+        want = facts_digest(whole)
+    finally:
+        whole.dispose()
+    store = Store(store_url)
+    try:
+        _worker(source, store_url, store).run()
+        # Drop everything after a delta in the middle of the chain: the restart must restore
+        # from that delta (applied on the full one before it) and replay the journal after it.
+        c = S.checkpoints.c
+        chain = store.checkpoint_chain("ledger")
+        assert len(chain) >= 3
+        with store.engine.begin() as conn:
+            conn.execute(delete(S.checkpoints).where(c.id > chain[-2]["id"]))
+        restored = _worker(source, store_url, store)
+        res = restored.run()
+        assert res.restored_from == chain[-2]["id"]
+        assert facts_digest(store) == want
+    finally:
+        store.dispose()
+
+
+def _row(seq: int, delta: bool) -> dict:
+    return {"pipeline": "p", "journal_seq": seq, "serializer": DELTA_SERIALIZER if delta
+            else SERIALIZER, "state_schema": "s", "meta": "{}", "state": b"", "size_bytes": 0,
+            "duration_ms": 0, "created_at": "now"}
+
+
+def test_pruning_keeps_every_checkpoint_a_kept_delta_builds_on(store_url):
+    store = Store(store_url)
+    try:
+        def kept() -> list[tuple[int, bool]]:
+            return [(r["journal_seq"], r["serializer"] == DELTA_SERIALIZER)
+                    for r in store.checkpoints("p")]
+        for seq, delta in [(1, False), (2, True), (3, True), (4, True)]:
+            store.write_checkpoint(_row(seq, delta), keep=3)
+        # The three newest are deltas: the full one they build on stays.
+        assert kept() == [(1, False), (2, True), (3, True), (4, True)]
+        store.write_checkpoint(_row(5, False), keep=3)
+        store.write_checkpoint(_row(6, True), keep=3)
+        assert kept() == [(1, False), (2, True), (3, True), (4, True), (5, False), (6, True)]
+        store.write_checkpoint(_row(7, True), keep=3)  # the newest three: 5 (full), 6, 7
+        assert kept() == [(5, False), (6, True), (7, True)]
+        assert [r["journal_seq"] for r in store.checkpoint_chain("p")] == [5, 6, 7]
+        store.write_checkpoint(_row(8, False), keep=3)
+        assert [r["journal_seq"] for r in store.checkpoint_chain("p")] == [8]
+        assert store.checkpoint_chain("other") == []
+    finally:
+        store.dispose()
+
+
+def _tables(store: Store) -> tuple[dict, tuple]:
+    return store.table_counts(), facts_digest(store)
+
+
+@pytest.mark.parametrize("damage", ["gap", "no-full-start"])
+def test_a_broken_chain_is_refused_before_anything_is_read_or_written(source, store_url,
+                                                                      damage):
+    store = Store(store_url)
+    try:
+        _worker(source, store_url, store).run()
+        chain = store.checkpoint_chain("ledger")
+        assert len(chain) >= 3
+        c = S.checkpoints.c
+        with store.engine.begin() as conn:
+            if damage == "gap":  # a delta whose base is not the checkpoint before it
+                conn.execute(delete(S.checkpoints).where(c.id == chain[-2]["id"]))
+            else:  # the full checkpoint the chain starts from is gone, and all before it
+                conn.execute(delete(S.checkpoints).where(c.id <= chain[0]["id"]))
+        before = _tables(store)
+        with pytest.raises(CheckpointMismatch) as err:
+            _worker(source, store_url, store).run()
+        assert ("the chain of checkpoints is broken" if damage == "gap"
+                else "an earlier checkpoint that is not in the store") in str(err.value)
+        assert "nothing was read or written" in str(err.value)
+        assert _tables(store) == before
+    finally:
+        store.dispose()

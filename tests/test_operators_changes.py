@@ -1,0 +1,187 @@
+"""Delta snapshots (operators.changes): the changes an operator records since its last
+checkpoint, applied to the full snapshot before them, give exactly its snapshot now, however
+records, corrections, forgetting and checkpoints interleave; and an operator restored from that
+state goes on exactly as the one that never stopped."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import orjson
+import pytest
+
+from riskstream_tools.workloads.ledger_seed import at, payment, version
+from streaming.models.registry import INITIAL_ARTIFACT, Model
+from streaming.operators.base import Emit
+from streaming.operators.changes import (AppendedItems, RowChanges, SnapshotParts,
+                                         apply_changes)
+from streaming.operators.ledger import LedgerOperator
+from streaming.operators.receipts import ReceiptScorer
+
+from .ledgerutil import TEST_KEY, Driver
+from .receiptsutil import rcpt, record
+from .test_receipts_operator import wm
+
+
+def as_stored(obj: Any) -> Any:
+    """What a checkpoint gives back: the JSON round trip."""
+    return orjson.loads(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS))
+
+
+def test_row_changes_name_set_changed_and_deleted_keys_once_in_first_order():
+    rows = {"a": [1], "b": [2]}
+    changed: dict[str, None] = {}
+    part = RowChanges(rows, changed, encode=lambda r: r[0])
+    rows["c"] = [3]
+    changed["c"] = None
+    rows["a"][0] = 10
+    changed["a"] = None
+    del rows["b"]
+    changed["b"] = None
+    changed["c"] = None  # changed again: still once, in its first place
+    assert list(part.changes().items()) == [("c", 3), ("a", 10), ("b", None)]
+    part.mark()
+    assert part.changes() == {} and changed == {}
+
+
+def test_appended_items_are_the_tails_since_the_mark_and_new_lists_whole():
+    lists = {"m1": ["p1", "p2"]}
+    marks: dict[str, int] = {}
+    part = AppendedItems(lists, marks)
+    assert part.changes() == {"m1": ["p1", "p2"]}
+    part.mark()
+    lists["m1"].append("p3")
+    lists["m2"] = ["q1"]
+    assert part.changes() == {"m1": ["p3"], "m2": ["q1"]}
+    part.mark()
+    assert part.changes() == {} and marks == {"m1": 3, "m2": 1}
+
+
+def test_apply_changes_replaces_whole_keys_sets_deletes_and_extends():
+    snap = {"wm": 1, "ids": {"a": [1], "b": [2]}, "by_m": {"m1": ["a"]}}
+    apply_changes(snap, {"wm": 2}, {"rows": {"ids": {"b": None, "c": [3]}},
+                                    "appended": {"by_m": {"m1": ["c"], "m2": ["d"]}}})
+    assert snap == {"wm": 2, "ids": {"a": [1], "c": [3]}, "by_m": {"m1": ["a", "c"],
+                                                                    "m2": ["d"]}}
+    with pytest.raises(ValueError, match="'gone', which the state does not hold"):
+        apply_changes(snap, {}, {"rows": {"gone": {"x": [1]}}})
+    with pytest.raises(ValueError, match="appends to 'wm'"):
+        apply_changes(snap, {}, {"appended": {"wm": {"x": [1]}}})
+
+
+class Checkpoints:
+    """Takes checkpoints of an operator the way the host does: the first full (unless it starts
+    from a restored `state`), the rest as deltas applied to the state so far (both through the
+    JSON round trip a store gives)."""
+
+    def __init__(self, state: dict | None = None) -> None:
+        self.state = as_stored(state) if state is not None else None
+        self.deltas = 0
+
+    def take(self, op: Any) -> dict:
+        parts: SnapshotParts = op.snapshot_parts()
+        if self.state is None:
+            self.state = as_stored(op.snapshot())
+        else:
+            stored = as_stored({"whole": parts.whole, "changes": parts.changes()})
+            apply_changes(self.state, stored["whole"], stored["changes"])
+            self.deltas += 1
+        parts.mark()
+        return self.state
+
+
+def _facts(out: Emit) -> list[tuple]:
+    return [(f.fact_key, f.payload_hash) for f in out.facts]
+
+
+def _ledger_feed(rnd: random.Random, n: int) -> list[dict]:
+    """Payments over a few hours with redeliveries, corrections (higher revisions), stale
+    versions, late arrivals and category versions for their merchants."""
+    objs: list[dict] = []
+    for i in range(n):
+        h, m = divmod(rnd.randint(0, 5 * 60 - 1), 60)
+        t = at(8 + h, m)
+        pid = f"p{rnd.randint(0, n // 2)}"  # IDs come back: duplicates, conflicts, corrections
+        merchant = f"m-{rnd.randint(0, 3)}"
+        roll = rnd.random()
+        if roll < 0.08:
+            objs.append(version(f"v{i}", merchant, rnd.choice(["grocery", "gambling"]),
+                                rnd.random() < 0.5, at(8 + h), None, at(8 + h, m)))
+            continue
+        arrival = at(8 + h, m) if roll < 0.8 else at(min(23, 9 + h), m)  # some arrive late
+        objs.append(payment(pid, f"acct-{rnd.randint(0, 5)}", merchant, t, arrival,
+                            rnd.randint(1, 90_000), rnd.choice([1, 1, 1, 2, 3])))
+    return objs
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_ledger_deltas_rebuild_its_snapshot_and_a_restore_goes_on_the_same(seed):
+    rnd = random.Random(seed)
+    objs = _ledger_feed(rnd, 600)
+    d = Driver()
+    cks = Checkpoints()
+    restored: Driver | None = None
+    restored_cks = Checkpoints()
+    tail: list[tuple] = []
+    kept: list[tuple] = []
+    for i, obj in enumerate(objs):
+        out = d.feed(obj)
+        if restored is not None:
+            tail.extend(_facts(restored.feed(obj)))
+            kept.extend(_facts(out))
+        if rnd.random() < 0.08:
+            state = cks.take(d.op)
+            assert state == as_stored(d.op.snapshot()), i
+            if restored is not None:  # its own deltas build on the state it was restored from
+                assert restored_cks.take(restored.op) == state, i
+            elif cks.deltas >= 3:
+                # A worker restored here must go on exactly as this one.
+                restored = Driver(LedgerOperator(TEST_KEY.sign, TEST_KEY.source))
+                restored.op.restore(as_stored(state))
+                restored_cks = Checkpoints(state)
+                restored.max_event, restored.offset = d.max_event, d.offset
+    assert cks.deltas >= 5 and restored is not None and restored_cks.deltas >= 2
+    assert tail == kept and len(kept) > 20
+    assert as_stored(restored.op.snapshot()) == as_stored(d.op.snapshot())
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_receipt_deltas_follow_forgetting_and_reuploads_and_a_restore_goes_on_the_same(seed):
+    model = Model.from_artifact(INITIAL_ARTIFACT)
+    rnd = random.Random(seed)
+    op, twin = ReceiptScorer(model), None
+    cks = twin_cks = Checkpoints()
+    minute, offset = 0.0, 0
+    kept: list[tuple] = []
+    tail: list[tuple] = []
+    for step in range(80):
+        batch = []
+        for _ in range(rnd.randint(0, 30)):
+            minute += rnd.choice([0.5, 7.0, 90.0])  # long gaps: identities are forgotten
+            rid = f"r-{rnd.randint(0, 150)}"  # IDs come back, some after being forgotten
+            batch.append(record(rcpt(rid, f"m-{rnd.randint(0, 4)}", minute,
+                                     cents=rnd.randint(1, 9000)), 0, offset))
+            offset += 1
+        for op_ in (op, twin):
+            if op_ is None:
+                continue
+            out = Emit()
+            for r in batch:
+                op_.on_record(r, out)
+            op_.on_watermark("receipts", wm(minute - 2), out)
+            (kept if op_ is op else tail).extend(_facts(out))
+        if rnd.random() < 0.4:
+            state = cks.take(op)
+            assert state == as_stored(op.snapshot()), step
+            if twin is not None:  # its own deltas build on the state it was restored from
+                assert twin_cks.take(twin) == state, step
+            elif cks.deltas >= 3:
+                twin = ReceiptScorer(model)
+                twin.restore(as_stored(state))
+                twin_cks = Checkpoints(state)
+                kept.clear()
+    assert cks.deltas >= 10 and twin is not None and twin_cks.deltas >= 5
+    assert op.counters["evicted"] > 0 and len(op.ids) < offset  # identities were forgotten
+    assert tail == kept and len(kept) > 20
+    assert as_stored(twin.snapshot()) == as_stored(op.snapshot())
