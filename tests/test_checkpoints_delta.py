@@ -9,7 +9,7 @@ import zlib
 
 import orjson
 import pytest
-from sqlalchemy import delete
+from sqlalchemy import delete, update
 
 from riskstream_tools.workloads.ledger_seed import generate
 from streaming.host.checkpoints import (DELTA_SERIALIZER, SERIALIZER, CheckpointMismatch,
@@ -130,7 +130,7 @@ def _tables(store: Store) -> tuple[dict, tuple]:
     return store.table_counts(), facts_digest(store)
 
 
-@pytest.mark.parametrize("damage", ["gap", "no-full-start"])
+@pytest.mark.parametrize("damage", ["gap", "no-full-start", "not-a-delta"])
 def test_a_broken_chain_is_refused_before_anything_is_read_or_written(source, store_url,
                                                                       damage):
     store = Store(store_url)
@@ -142,13 +142,17 @@ def test_a_broken_chain_is_refused_before_anything_is_read_or_written(source, st
         with store.engine.begin() as conn:
             if damage == "gap":  # a delta whose base is not the checkpoint before it
                 conn.execute(delete(S.checkpoints).where(c.id == chain[-2]["id"]))
-            else:  # the full checkpoint the chain starts from is gone, and all before it
+            elif damage == "no-full-start":  # the full one the chain starts from is gone
                 conn.execute(delete(S.checkpoints).where(c.id <= chain[0]["id"]))
+            else:  # a delta row holding a full state: it names no base and no changes
+                conn.execute(update(S.checkpoints).where(c.id == chain[-1]["id"])
+                             .values(state=chain[0]["state"]))
         before = _tables(store)
         with pytest.raises(CheckpointMismatch) as err:
             _worker(source, store_url, store).run()
-        assert ("the chain of checkpoints is broken" if damage == "gap"
-                else "an earlier checkpoint that is not in the store") in str(err.value)
+        assert {"gap": "the chain of checkpoints is broken",
+                "no-full-start": "an earlier checkpoint that is not in the store",
+                "not-a-delta": "is a delta but does not have the shape"}[damage] in str(err.value)
         assert "nothing was read or written" in str(err.value)
         assert _tables(store) == before
     finally:

@@ -11,6 +11,7 @@ import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -123,30 +124,33 @@ def read_checkpoint(store: Store, pipeline: str, state_schema: str) -> dict | No
     if not rows:
         return None
     state: dict | None = None
-    chain: CheckpointChain | None = None
+    full_bytes = delta_bytes = 0
     for row in rows:
         _refuse_foreign(row, pipeline, state_schema)
         raw = _decompressed(row)
         decoded = _decoded(row, raw)
-        if state is None or chain is None:
-            if is_delta_checkpoint(row["serializer"]):
+        delta = is_delta_checkpoint(row["serializer"])
+        if state is None:
+            if delta:
                 raise CheckpointMismatch(
                     f"checkpoint {row['id']} of pipeline {pipeline!r} holds changes since an "
                     f"earlier checkpoint that is not in the store. Refusing to start: nothing "
                     f"was read or written.")
-            state, full_bytes, delta_bytes = decoded, len(raw), 0
+            state, full_bytes = decoded, len(raw)
         else:
             state = _applied(row, state, decoded)
             delta_bytes += len(raw)
-        chain = CheckpointChain(_int(state, "journal_seq"), _int(state, "records_total"),
-                                full_bytes, delta_bytes)
+        problem = shape_problem(state)
+        if problem:
+            raise CheckpointMismatch(
+                f"checkpoint {row['id']} of pipeline {pipeline!r} decodes but does not have the "
+                f"shape this code writes ({problem}). Refusing to start: nothing was read or "
+                f"written.")
+    assert state is not None  # rows is not empty
     ck = rows[-1]
-    problem = shape_problem(state)
-    if problem:
-        raise CheckpointMismatch(
-            f"checkpoint {ck['id']} of pipeline {pipeline!r} decodes but does not have the shape "
-            f"this code writes ({problem}). Refusing to start: nothing was read or written.")
-    ck["decoded"], ck["chain"] = state, chain
+    ck["decoded"] = state
+    ck["chain"] = CheckpointChain(state["journal_seq"], state["records_total"], full_bytes,
+                                  delta_bytes)
     return ck
 
 
@@ -168,40 +172,39 @@ def _decompressed(row: dict) -> bytes:
         raise CheckpointMismatch(f"checkpoint {row['id']} cannot be decoded: {exc}") from None
 
 
-def _decoded(row: dict, raw: bytes) -> dict:
+def _decoded(row: dict, raw: bytes) -> Any:
     try:
-        decoded = orjson.loads(raw)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise CheckpointMismatch(f"checkpoint {row['id']} cannot be decoded: {exc}") from None
-    delta = is_delta_checkpoint(row["serializer"])
-    if not isinstance(decoded, dict) or ("delta_of" in decoded) != delta:
+
+
+# What a delta holds besides a state's own keys (`shape_problem` judges those once applied).
+_DELTA_SHAPE = {"delta_of": dict, "operator": dict, "operator_changes": dict}
+
+
+def _applied(row: dict, state: dict, delta: Any) -> dict:
+    """`state` (the checkpoint before `row`, decoded and of the right shape; changed in place)
+    brought to `row`'s moment by its delta."""
+    missing = ([k for k, kind in _DELTA_SHAPE.items() if not isinstance(delta.get(k), kind)]
+               if isinstance(delta, dict) else list(_DELTA_SHAPE))
+    if missing:
         raise CheckpointMismatch(
-            f"checkpoint {row['id']} decodes to something other than the "
-            f"{'delta' if delta else 'full state'} its serializer {row['serializer']!r} says")
-    return decoded
-
-
-def _int(state: dict, key: str) -> int:
-    value = state.get(key)
-    return value if isinstance(value, int) else -1
-
-
-def _applied(row: dict, state: dict, delta: dict) -> dict:
-    """`state` (the checkpoint before `row`, decoded; changed in place) brought to `row`'s
-    moment by its delta."""
-    base = {"journal_seq": state.get("journal_seq"), "records_total": state.get("records_total")}
+            f"checkpoint {row['id']} is a delta but does not have the shape this code writes "
+            f"(no {missing[0]!r} object). Refusing to start: nothing was read or written.")
+    base = {"journal_seq": state["journal_seq"], "records_total": state["records_total"]}
     if delta["delta_of"] != base:
         raise CheckpointMismatch(
             f"checkpoint {row['id']} holds the changes since the checkpoint at {delta['delta_of']}"
             f", but the one before it in the store is at {base}: the chain of checkpoints is "
             f"broken. Refusing to start: nothing was read or written.")
+    operator = state["operator"]
     try:
-        operator = state["operator"]
         apply_changes(operator, delta["operator"], delta["operator_changes"])
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointMismatch(
-            f"checkpoint {row['id']} holds changes that do not apply to the state before it "
-            f"({type(exc).__name__}: {exc}). Refusing to start: nothing was read or "
+            f"checkpoint {row['id']} holds changes that do not have the shape of the state "
+            f"before it ({type(exc).__name__}: {exc}). Refusing to start: nothing was read or "
             f"written.") from None
     applied = {k: v for k, v in delta.items() if k not in ("delta_of", "operator_changes")}
     applied["operator"] = operator
