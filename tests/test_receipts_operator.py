@@ -156,7 +156,7 @@ def test_merchant_series_stay_sorted_with_equal_times_late_receipts_and_eviction
             op.on_watermark("receipts", wm(i // 12 - 2), out)
             for f in out.facts[before:]:
                 t = parse_utc_us(f.payload["occurred_at"])
-                window = [e for e in op.by_merchant[f.payload["merchant_id"]]
+                window = [e for e in op.live_entries(f.payload["merchant_id"])
                           if t - WINDOW_US <= e[T] < t]
                 assert (f.payload["feature_count_7m"], f.payload["feature_amount_7m"]) == \
                     (len(window), sum(e[AMOUNT] for e in window))
@@ -164,6 +164,9 @@ def test_merchant_series_stay_sorted_with_equal_times_late_receipts_and_eviction
             assert [(e[T], e[ID]) for e in lst] == sorted((e[T], e[ID]) for e in lst)
             assert op._times[m] == [e[T] for e in lst]
             assert op._amounts[m] == [e[AMOUNT] for e in lst]
+            # What state holds: the entries not evicted, each still findable by its ID.
+            assert all(op.entries[e[ID]] is e for e in op.live_entries(m))
+            assert all(e[ID] not in op.entries for e in lst[:len(lst) - len(op.live_entries(m))])
     assert op.counters["evicted"] > 300 and op.counters["scored"] > 300
     assert op.counters["late_within_tolerance"] > 50
 

@@ -42,8 +42,10 @@ def assert_totals_match(op: ReceiptScorer) -> None:
         assert op._amounts[m] == [e[AMOUNT] for e in lst]
         assert 1 <= len(cum) <= len(lst) + 1  # a valid prefix of the totals
         assert [b - a for a, b in pairwise(cum)] == [e[AMOUNT] for e in lst][:len(cum) - 1]
-        for e in lst:  # every window the scorer can read, against a recompute
-            window = [x[AMOUNT] for x in lst if e[T] - WINDOW_US <= x[T] < e[T]]
+        live = op.live_entries(m)  # the list less its evicted prefix not yet cut
+        assert live and live == lst[len(lst) - len(live):]
+        for e in live:  # every window the scorer can read, against a recompute
+            window = [x[AMOUNT] for x in live if e[T] - WINDOW_US <= x[T] < e[T]]
             assert op._features(m, e[T]) == (len(window), sum(window))
         whole = op._totals(m, len(lst))
         assert [b - a for a, b in pairwise(whole)] == [e[AMOUNT] for e in lst]
@@ -73,13 +75,14 @@ def test_running_totals_equal_a_recompute(steps):
 
 def test_the_random_steps_reach_every_path():
     """The property above is worth as much as the paths its steps reach: overflow, late and
-    beyond-delay receipts, live rescoring, insertion before the end, and eviction."""
+    beyond-delay receipts, live rescoring, insertion before the end, and eviction (with the
+    evicted prefix both cut and not yet cut)."""
     import random
     rng = random.Random(4)
     op = ReceiptScorer(MODEL)
     out = Emit()
     minute = 0.0
-    mid_inserts = 0
+    mid_inserts = uncut = 0
     for i in range(3000):
         if rng.random() < 0.2:
             minute += rng.randint(0, 3)
@@ -95,8 +98,9 @@ def test_the_random_steps_reach_every_path():
         op.on_record(rec, out)
         if i % 100 == 0:
             assert_totals_match(op)
+            uncut += bool(op._dead)  # checked with an evicted prefix not yet cut
     assert_totals_match(op)
     c = op.counters
     assert c[AGGREGATE_OVERFLOW] > 0 and c["late_within_tolerance"] > 0
     assert c["beyond_allowed_delay"] > 0 and c["rescored_live"] > 0 and c["evicted"] > 0
-    assert mid_inserts > 100
+    assert mid_inserts > 100 and uncut > 5

@@ -51,6 +51,8 @@ TOLERANCE_US = 5 * US_PER_MIN  # allowed delay below the watermark, scored live
 # it against the archive.
 DEDUP_HORIZON_US = 24 * US_PER_HOUR
 RETENTION_US = TOLERANCE_US + WINDOW_US  # state below wm - 12 min is no longer read
+# An evicted prefix this long is cut from a merchant's lists (see ReceiptScorer._dead).
+COMPACT_AFTER = 256
 
 KIND = "decision"
 # Fields of a decision payload that describe the run, not the decision: excluded from its hash
@@ -145,6 +147,13 @@ class ReceiptScorer:
         # time, so what falls below the retention bound is a prefix evicted in one cut. A
         # merchant's row goes stale when its first entry changes (a new row is pushed then).
         self._evict: list[tuple[int, str]] = []
+        # Per merchant, how many entries at the front of its lists are evicted but not yet cut
+        # from them (derived, not checkpointed). Eviction takes them out of `entries`,
+        # `merchant_of`, the held bytes and the counters at once, as a watermark step must;
+        # cutting a list's front moves every entry after it, so the four lists are cut once
+        # the evicted prefix is COMPACT_AFTER long or half the list. Nothing reads the
+        # prefix: every lookup starts at it.
+        self._dead: dict[str, int] = {}
         self.counters = {"accepted": 0, "duplicates": 0, "conflicts": 0, "scored": 0,
                          "late_within_tolerance": 0, "beyond_allowed_delay": 0,
                          "rescored_live": 0, "evicted": 0}
@@ -228,8 +237,9 @@ class ReceiptScorer:
         e = [t, rid, amount, rec.payload["store_id"], 0, 0, 0, None, state, rec.size]
         lst = self.by_merchant.setdefault(rec.key, [])
         times = self._times.setdefault(rec.key, [])
+        dead = self._dead.get(rec.key, 0)
         # After every entry <= (t, id): equal times are rare, so they are walked.
-        i = bisect_left(times, t)
+        i = bisect_left(times, t, dead)
         while i < len(times) and times[i] == t and lst[i][ID] <= rid:
             i += 1
         amounts = self._amounts.get(rec.key)
@@ -253,7 +263,7 @@ class ReceiptScorer:
         self.entries[rec.id] = e
         self.held.hold(rec.size)
         self.merchant_of[rec.id] = rec.key
-        if i == 0:
+        if i == dead:
             heapq.heappush(self._evict, (t, rec.key))
         return e
 
@@ -265,7 +275,7 @@ class ReceiptScorer:
         times = self._times.get(merchant)
         if not times:
             return False
-        lo = bisect_left(times, t - WINDOW_US)
+        lo = bisect_left(times, t - WINDOW_US, self._dead.get(merchant, 0))
         end = bisect_left(times, t + WINDOW_US + 1, lo)
         if lo == end:
             return False
@@ -296,7 +306,7 @@ class ReceiptScorer:
         times = self._times.get(merchant)
         if not times:
             return 0, 0
-        lo = bisect_left(times, t - WINDOW_US)
+        lo = bisect_left(times, t - WINDOW_US, self._dead.get(merchant, 0))
         hi = bisect_left(times, t, lo)
         cum = self._cum[merchant]
         if len(cum) <= hi:
@@ -318,7 +328,7 @@ class ReceiptScorer:
         """Rescore scored receipts in (t, t + 7 min] whose features the receipt at t changed."""
         model = self.pinned
         lst = self.by_merchant.get(merchant, ())
-        i = bisect_left(self._times.get(merchant, ()), t + 1)
+        i = bisect_left(self._times.get(merchant, ()), t + 1, self._dead.get(merchant, 0))
         while i < len(lst) and lst[i][T] <= t + WINDOW_US:
             e = lst[i]
             i += 1
@@ -350,31 +360,45 @@ class ReceiptScorer:
         self._evict_below(wm - RETENTION_US if wm < POS_INF else POS_INF)
 
     def _evict_below(self, bound: int) -> None:
-        heap = self._evict
+        heap, deads = self._evict, self._dead
         entries, merchant_of, held = self.entries, self.merchant_of, self.held
         while heap and heap[0][0] < bound:
             t, merchant = heapq.heappop(heap)
             times = self._times.get(merchant)
-            if not times or times[0] != t:
+            dead = deads.get(merchant, 0)
+            if not times or times[dead] != t:
                 continue  # stale: the merchant's first entry changed and has its own row
-            k = bisect_left(times, bound)
+            k = bisect_left(times, bound, dead)
             lst = self.by_merchant[merchant]
-            for e in lst[:k]:
+            for e in lst[dead:k]:
                 del entries[e[ID]], merchant_of[e[ID]]
                 held.release(e[SIZE])
-            self.counters["evicted"] += k
+            self.counters["evicted"] += k - dead
             if k == len(lst):
                 del self.by_merchant[merchant], self._times[merchant], self._amounts[merchant]
                 del self._cum[merchant], self._max_abs[merchant]
-            else:
+                deads.pop(merchant, None)
+                continue
+            if k >= COMPACT_AFTER or 2 * k >= len(lst):
                 del lst[:k], times[:k], self._amounts[merchant][:k]
                 cum = self._cum[merchant]
                 if len(cum) > k:
                     del cum[:k]
                 else:  # no valid total at the new first entry: start again from a base of 0
                     cum[:] = [0]
-                heapq.heappush(heap, (times[0], merchant))
+                deads.pop(merchant, None)
+                k = 0
+            else:
+                deads[merchant] = k
+            heapq.heappush(heap, (times[k], merchant))
         self.ids.evict_before(bound - DEDUP_HORIZON_US if bound < POS_INF else NEG_INF)
+
+    def live_entries(self, merchant: str) -> list[list[Any]]:
+        """The merchant's entries held in state (its list less the evicted prefix not yet cut),
+        sorted by (occurred_us, receipt_id)."""
+        lst = self.by_merchant.get(merchant, [])
+        dead = self._dead.get(merchant, 0)
+        return lst[dead:] if dead else lst
 
     def on_clock(self, clock_us: int, out: Emit) -> None:
         return None  # nothing here is decided by a clock
@@ -399,7 +423,7 @@ class ReceiptScorer:
             "model": {"revision": self.model.revision, "artifact": self.model.artifact,
                       "pin_seq": self.pin_seq} if self.model else None,
             "tolerance_us": self.tolerance, "wm": self.wm,
-            "merchants": {m: lst for m, lst in self.by_merchant.items()},
+            "merchants": {m: self.live_entries(m) for m in self.by_merchant},
             "pending": [list(p) for p in self.pending],
             "counters": self.counters, "peak": self.peak,
         }
@@ -422,6 +446,7 @@ class ReceiptScorer:
         self.merchant_of = {}
         self._evict = [(lst[0][T], merchant) for merchant, lst in self.by_merchant.items() if lst]
         heapq.heapify(self._evict)
+        self._dead = {}
         self.held = Held()
         for merchant, lst in self.by_merchant.items():
             for e in lst:
