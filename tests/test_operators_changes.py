@@ -100,7 +100,10 @@ def _ledger_feed(rnd: random.Random, n: int) -> list[dict]:
     versions, late arrivals and category versions for their merchants."""
     objs: list[dict] = []
     for i in range(n):
-        h, m = divmod(rnd.randint(0, 5 * 60 - 1), 60)
+        # Event time moves forward with the feed, with disorder around it, so the watermark
+        # crosses window ends one by one (provisional, then final) between checkpoints.
+        minute = min(5 * 60 - 1, max(0, i * 5 * 60 // n + rnd.randint(-25, 5)))
+        h, m = divmod(minute, 60)
         t = at(8 + h, m)
         pid = f"p{rnd.randint(0, n // 2)}"  # IDs come back: duplicates, conflicts, corrections
         merchant = f"m-{rnd.randint(0, 3)}"

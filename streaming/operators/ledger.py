@@ -103,12 +103,13 @@ class Window:
     arrive, leave and change category, so publishing a revision costs O(1) rather than a pass
     over the window (the aggregates always equal `window_content` over `payments`)."""
 
-    __slots__ = ("account", "hour", "payments", "revision", "content_hash", "status",
+    __slots__ = ("account", "hour", "key", "payments", "revision", "content_hash", "status",
                  "total", "risk", "by_cat", "cls")
 
     def __init__(self, account: str, hour: int):
         self.account = account
         self.hour = hour
+        self.key = window_logical_key(account, hour)
         # payment_id -> [revision, merchant, amount, event_us, source bytes]
         self.payments: dict[str, list[Any]] = {}
         self.revision = 0
@@ -198,6 +199,9 @@ class LedgerOperator:
         self.by_merchant: dict[str, list[str]] = {}
         self._merchant_marks: dict[str, int] = {}  # by_merchant's lengths at the last checkpoint
         self.windows: dict[str, Window] = {}
+        # The keys of the windows changed, published or closed since the last checkpoint
+        # (operators.changes): every change to a window goes through `_changed` or `_emit`.
+        self._windows_changed: dict[str, None] = {}
         self.held = Held()  # payments in open windows and category versions
         self.wm = NEG_INF
         self._due_provisional: list[tuple[int, str]] = []
@@ -226,6 +230,7 @@ class LedgerOperator:
         return w
 
     def _emit(self, w: Window, status: str, out: Emit, force: bool = False) -> None:
+        self._windows_changed[w.key] = None
         content = w.content()
         h = payload_hash(content)
         if h == w.content_hash and not force:
@@ -239,6 +244,7 @@ class LedgerOperator:
 
     def _changed(self, w: Window, out: Emit) -> None:
         """A window's payments or categories changed: published windows get a new revision."""
+        self._windows_changed[w.key] = None
         if w.revision > 0:
             self._emit(w, "revised", out)
         elif self.wm >= w.hour + US_PER_HOUR:
@@ -423,7 +429,7 @@ class LedgerOperator:
             _, k = heapq.heappop(due_f)
             w = self.windows.pop(k, None)
             if w is not None:
-                self._emit(w, "final", out, force=True)
+                self._emit(w, "final", out, force=True)  # and marked changed: it left state
                 self.held.release(w.held_bytes(), len(w.payments))
 
     def on_clock(self, clock_us: int, out: Emit) -> None:
@@ -446,19 +452,22 @@ class LedgerOperator:
     def snapshot(self) -> dict[str, Any]:
         return {"rule_version": RULE_VERSION, "retention_us": self.retention, "wm": self.wm,
                 "ids": self.ids.rows, "by_merchant": self.by_merchant,
-                "windows": [w.dump() for w in self.windows.values()],
+                "windows": {k: w.dump() for k, w in self.windows.items()},
                 "categories": self.cats.snapshot(), "counters": self.counters,
                 "peak": self.peak}
 
     def snapshot_parts(self) -> SnapshotParts:
         """The snapshot for a delta checkpoint: the identities (every payment ever seen, by
-        far the largest part) as those remembered since the last checkpoint, and each
-        merchant's payments as those appended since (its list only grows)."""
-        whole = {k: v for k, v in self.snapshot().items() if k not in ("ids", "by_merchant")}
+        far the largest part) as those remembered since the last checkpoint, the windows as
+        those changed, published or closed since, and each merchant's payments as those
+        appended since (its list only grows)."""
+        whole = {k: v for k, v in self.snapshot().items()
+                 if k not in ("ids", "by_merchant", "windows")}
         assert self.ids.changed is not None  # tracked since __init__ and restore
-        return SnapshotParts(whole, rows={"ids": RowChanges(self.ids.rows, self.ids.changed)},
-                             appended={"by_merchant": AppendedItems(self.by_merchant,
-                                                                    self._merchant_marks)})
+        return SnapshotParts(
+            whole, rows={"ids": RowChanges(self.ids.rows, self.ids.changed),
+                         "windows": RowChanges(self.windows, self._windows_changed, Window.dump)},
+            appended={"by_merchant": AppendedItems(self.by_merchant, self._merchant_marks)})
 
     def restore(self, snap: dict[str, Any]) -> None:
         if snap["rule_version"] != RULE_VERSION:
@@ -479,10 +488,13 @@ class LedgerOperator:
         for versions in self.cats.by_merchant.values():
             for v in versions:
                 self.held.hold(v[SIZE] if len(v) > SIZE else 0)
-        for row in snap["windows"]:
+        self._windows_changed = {}
+        # Keyed by window since delta checkpoints; a list in checkpoints written before.
+        rows = snap["windows"]
+        for row in (rows.values() if isinstance(rows, dict) else rows):
             w = Window.load(row, self.cats)
             self.held.hold(w.held_bytes(), len(w.payments))
-            k = window_logical_key(w.account, w.hour)
+            k = w.key
             self.windows[k] = w
             if w.revision == 0:
                 self._due_provisional.append((w.hour + US_PER_HOUR, k))
