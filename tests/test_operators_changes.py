@@ -188,3 +188,15 @@ def test_receipt_deltas_follow_forgetting_and_reuploads_and_a_restore_goes_on_th
     assert op.counters["evicted"] > 0 and len(op.ids) < offset  # identities were forgotten
     assert tail == kept and len(kept) > 20
     assert as_stored(twin.snapshot()) == as_stored(op.snapshot())
+
+
+def test_ledger_restores_windows_checkpointed_as_a_list_before_they_were_keyed():
+    d = Driver()
+    for obj in _ledger_feed(random.Random(9), 200):
+        d.feed(obj)
+    snap = as_stored(d.op.snapshot())
+    assert snap["windows"]
+    older = {**snap, "windows": list(snap["windows"].values())}  # the format before deltas
+    again = LedgerOperator(TEST_KEY.sign, TEST_KEY.source)
+    again.restore(older)
+    assert as_stored(again.snapshot()) == snap
