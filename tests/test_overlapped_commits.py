@@ -37,6 +37,21 @@ def fresh_pg():
     pg.drop_all()
 
 
+@pytest.fixture(scope="module")
+def serial_reference(seed_dir):
+    """What an uninterrupted serial CLI run of the seed leaves (`outputs`), on PostgreSQL. Every
+    crash case compares with it, so it is run once for the module; nothing writes to it after."""
+    need_service("PostgreSQL", "127.0.0.1", 5432)
+    src, _ = seed_dir
+    pg = FreshPostgres()
+    try:
+        url = pg.new_url()
+        riskstream("join", "run", "--source", src, "--store", url, "--serial-commits", *ARGS)
+        yield outputs(url)
+    finally:
+        pg.drop_all()
+
+
 def outputs(url: str) -> dict:
     """Everything a run leaves that must not depend on how its commits were scheduled (the
     wall-clock columns left out: creation times, commit times, checkpoint durations)."""
@@ -239,10 +254,9 @@ def test_a_failed_commit_surfaces_and_nothing_after_it_is_acked(seed_dir, fresh_
 
 @pytest.mark.parametrize("point,k", [(p, k) for p in CRASH_POINTS for k in (1, 2, 4)
                                      if not (p == "during-checkpoint" and k == 4)])
-def test_crash_with_overlap_recovers_to_the_serial_result(point, k, seed_dir, fresh_pg):
+def test_crash_with_overlap_recovers_to_the_serial_result(point, k, seed_dir, fresh_pg,
+                                                          serial_reference):
     src, _ = seed_dir
-    reference = fresh_pg()
-    riskstream("join", "run", "--source", src, "--store", reference, "--serial-commits", *ARGS)
     url = fresh_pg()
     crashed = riskstream("join", "run", "--source", src, "--store", url, "--overlap-commits",
                          *ARGS, "--crash-at", f"{point}:{k}", check=False)
@@ -251,7 +265,7 @@ def test_crash_with_overlap_recovers_to_the_serial_result(point, k, seed_dir, fr
     resumed = riskstream("join", "run", "--source", src, "--store", url, "--overlap-commits",
                          *ARGS)
     assert resumed.returncode == 0, resumed.stderr
-    got, want = outputs(url), outputs(reference)
+    got, want = outputs(url), serial_reference
     for key in ("facts", "view", "accounting", "pair_ids", "sink_exceptions", "quarantine"):
         assert got[key] == want[key], key
     assert all(r["closes"] for r in got["accounting"])
