@@ -46,7 +46,9 @@ def bulk(tmp_path, events: int) -> str:
 
 
 def test_postgres_restart_mid_run_is_survived(private_pg, stream_url, tmp_path):
-    rec = bulk(tmp_path, 3000)
+    # 14 s of publishing at 150/s: the outage starts after 200 records and the server is back
+    # about 13 s in, so records keep coming before, during and after it.
+    rec = bulk(tmp_path, 2100)
     total = len(recording_positions(rec))
     publish(str(tmp_path / "empty"), stream_url)  # the layout, no messages
     producer = threading.Thread(target=publish, args=(rec, stream_url, "--rate", "150"))
@@ -76,7 +78,8 @@ def test_postgres_restart_mid_run_is_survived(private_pg, stream_url, tmp_path):
 
 
 def test_outage_past_the_limit_exits_7_then_resumes(private_pg, stream_url, tmp_path):
-    rec = bulk(tmp_path, 1200)
+    # The server stops after 100 of 800 records: the rest are read by the next start.
+    rec = bulk(tmp_path, 800)
     total = len(recording_positions(rec))
     publish(str(tmp_path / "empty"), stream_url)
     producer = threading.Thread(target=publish, args=(rec, stream_url, "--rate", "200"))
