@@ -66,6 +66,26 @@ def seed_dir(tmp_path_factory):
     return str(out), manifest
 
 
+@pytest.fixture(scope="session")
+def seed_whole(seed_dir, tmp_path_factory):
+    """The seed run once, uninterrupted to the end of the stream, into SQLite: the reference
+    store (its URL) that recovered or altered runs of the seed are compared with. Read only."""
+    from tests.joinutil import run_join
+    url = f"sqlite:///{tmp_path_factory.mktemp('seed_whole')}/whole.sqlite"
+    run_join(seed_dir[0], url, end_of_stream=True)
+    return url
+
+
+@pytest.fixture(scope="session")
+def seed_whole_in_batches(seed_dir, tmp_path_factory):
+    """The seed run once, uninterrupted, in batches of 50 with a checkpoint every 100 records
+    and the stream left open: the reference for runs with those settings. Read only."""
+    from tests.joinutil import run_join
+    url = f"sqlite:///{tmp_path_factory.mktemp('seed_whole_batches')}/whole.sqlite"
+    run_join(seed_dir[0], url, batch_size=50, checkpoint_every=100)
+    return url
+
+
 class FreshPostgres:
     """Creates throwaway PostgreSQL databases inside one test (e.g. one per hypothesis example)
     and drops them all at the end."""

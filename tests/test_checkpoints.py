@@ -86,7 +86,7 @@ def test_rewritten_source_is_refused(seed_dir, tmp_path, sqlite_url):
     assert proc.returncode == 4 and "payments:0 changed" in proc.stderr
 
 
-def test_appended_source_continues_from_checkpoint(seed_dir, tmp_path, sqlite_url):
+def test_appended_source_continues_from_checkpoint(seed_dir, tmp_path, sqlite_url, seed_whole):
     """A recording can be continued: appended lines are read, earlier ones are not re-read."""
     import shutil
     src, _ = seed_dir
@@ -99,20 +99,18 @@ def test_appended_source_continues_from_checkpoint(seed_dir, tmp_path, sqlite_ur
     p0.write_bytes(b"".join(lines))
     second = run_join(str(copy), sqlite_url, end_of_stream=True)
     assert first.records == 450 and second.records == 20
-    whole = f"sqlite:///{tmp_path}/whole.sqlite"
-    run_join(src, whole, end_of_stream=True)
-    assert pair_set(sqlite_url) == pair_set(whole)
+    assert pair_set(sqlite_url) == pair_set(seed_whole)
 
 
-def test_checkpoint_compressed_at_another_level_restores(seed_dir, tmp_path, sqlite_url):
+def test_checkpoint_compressed_at_another_level_restores(seed_dir, tmp_path, sqlite_url,
+                                                          seed_whole):
     """Checkpoints written before the compression level changed (zlib's default, or the
     highest) restore and continue exactly: the level is not part of the serializer."""
     import zlib
 
     from streaming.host.checkpoints import COMPRESS_LEVEL
     src, _ = seed_dir
-    whole = f"sqlite:///{tmp_path}/whole.sqlite"
-    run_join(src, whole, end_of_stream=True)
+    whole = seed_whole
     for level in {6, 9} - {COMPRESS_LEVEL}:
         url = f"sqlite:///{tmp_path}/level{level}.sqlite"
         run_join(src, url, checkpoint_every=200)

@@ -55,7 +55,8 @@ def _queue(url):
 # -- item 3: journal replay verifies what it re-reads ----------------------------------------
 
 def test_line_of_a_journaled_batch_rewritten_after_a_crash_is_refused(seed_dir, tmp_path,
-                                                                      store_url):
+                                                                      store_url,
+                                                                      seed_whole_in_batches):
     copy = _copy(seed_dir, tmp_path)
     run = ["join", "run", "--source", str(copy), "--store", store_url, "--batch-size", "50",
            "--checkpoint-every", "100", "--quiet"]
@@ -90,14 +91,13 @@ def test_line_of_a_journaled_batch_rewritten_after_a_crash_is_refused(seed_dir, 
     # The unchanged recording restores and finishes as an uninterrupted run would.
     p0.write_bytes(original)
     assert _cli(*run).returncode == 0
-    whole = f"sqlite:///{tmp_path}/whole.sqlite"
-    run_join(seed_dir[0], whole, batch_size=50, checkpoint_every=100)
-    assert pair_set(store_url) == pair_set(whole)
+    assert pair_set(store_url) == pair_set(seed_whole_in_batches)
 
 
 # -- item 4: a record from the far future moves no clock ---------------------------------------
 
-def test_far_future_payment_is_quarantined_and_moves_nothing(seed_dir, tmp_path, store_url):
+def test_far_future_payment_is_quarantined_and_moves_nothing(seed_dir, tmp_path, store_url,
+                                                             seed_whole):
     copy = _copy(seed_dir, tmp_path)
     p0 = copy / "payments" / "p0.jsonl"
     lines = p0.read_bytes().split(b"\n")[:-1]
@@ -108,8 +108,7 @@ def test_far_future_payment_is_quarantined_and_moves_nothing(seed_dir, tmp_path,
     lines.insert(k, orjson.dumps(far))
     p0.write_bytes(b"\n".join(lines) + b"\n")
     run_join(str(copy), store_url, end_of_stream=True)
-    ref = f"sqlite:///{tmp_path}/ref.sqlite"
-    run_join(seed_dir[0], ref, end_of_stream=True)
+    ref = seed_whole
     assert pair_set(store_url) == pair_set(ref)
     assert len(pair_set(ref)) > 1000
     assert _queue(store_url) == _queue(ref)
@@ -135,7 +134,7 @@ def _append_far_future(copy, name="pay-far-future") -> int:
 
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_far_future_payments_as_the_last_lines_are_quarantined_and_move_nothing(
-        seed_dir, tmp_path, store_url, n):
+        seed_dir, tmp_path, store_url, n, seed_whole):
     """One or several far-future records at the end of one partition are quarantined: they
     claim to arrive in the future, and their own partition cannot vouch for them (only
     another partition could). The clock stays in 2026: they move neither it nor a watermark,
@@ -145,8 +144,7 @@ def test_far_future_payments_as_the_last_lines_are_quarantined_and_move_nothing(
     for i in range(1, n):
         _append_far_future(copy, f"pay-far-future-{i}")
     res = run_join(str(copy), store_url, end_of_stream=True)
-    ref = f"sqlite:///{tmp_path}/ref.sqlite"
-    run_join(seed_dir[0], ref, end_of_stream=True)
+    ref = seed_whole
     assert pair_set(store_url) == pair_set(ref)
     assert len(pair_set(ref)) > 1000
     assert _queue(store_url) == _queue(ref)

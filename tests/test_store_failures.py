@@ -46,7 +46,7 @@ def _source_with_tail(seed_dir, tmp_path, cut: int = 40):
     return copy, p0, lines
 
 
-def test_read_only_sqlite_store(seed_dir, tmp_path):
+def test_read_only_sqlite_store(seed_dir, tmp_path, seed_whole_in_batches):
     copy, p0, lines = _source_with_tail(seed_dir, tmp_path)
     path = tmp_path / "ops.sqlite"
     url = f"sqlite:///{path}"
@@ -56,12 +56,10 @@ def test_read_only_sqlite_store(seed_dir, tmp_path):
     _assert_one_line(proc, "read-only")
     assert not os.path.exists("file:")
     assert _run(copy, url).returncode == 0
-    whole = f"sqlite:///{tmp_path}/whole.sqlite"
-    run_join(seed_dir[0], whole, batch_size=50, checkpoint_every=100)
-    assert pair_set(url) == pair_set(whole)
+    assert pair_set(url) == pair_set(seed_whole_in_batches)
 
 
-def test_sqlite_store_on_a_full_disk(seed_dir, tmp_path):
+def test_sqlite_store_on_a_full_disk(seed_dir, tmp_path, seed_whole_in_batches):
     """A file size limit makes SQLite's writes fail part-way, as a full disk does."""
     src, _ = seed_dir
     url = f"sqlite:///{tmp_path}/ops.sqlite"
@@ -73,12 +71,10 @@ def test_sqlite_store_on_a_full_disk(seed_dir, tmp_path):
     _assert_one_line(proc, "I/O error")
     again = _run(src, url)
     assert again.returncode == 0, again.stderr
-    whole = f"sqlite:///{tmp_path}/whole.sqlite"
-    run_join(src, whole, batch_size=50, checkpoint_every=100)
-    assert pair_set(url) == pair_set(whole)
+    assert pair_set(url) == pair_set(seed_whole_in_batches)
 
 
-def test_read_only_postgres_store(seed_dir, tmp_path, pg_url):
+def test_read_only_postgres_store(seed_dir, tmp_path, pg_url, seed_whole_in_batches):
     copy, p0, lines = _source_with_tail(seed_dir, tmp_path)
     run_join(str(copy), pg_url, batch_size=50, checkpoint_every=100)
     p0.write_bytes(b"".join(lines))
@@ -91,6 +87,4 @@ def test_read_only_postgres_store(seed_dir, tmp_path, pg_url):
         with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as conn:
             conn.execute(f'ALTER DATABASE "{name}" RESET default_transaction_read_only')
     assert _run(copy, pg_url).returncode == 0
-    whole = f"sqlite:///{tmp_path}/whole.sqlite"
-    run_join(seed_dir[0], whole, batch_size=50, checkpoint_every=100)
-    assert pair_set(pg_url) == pair_set(whole)
+    assert pair_set(pg_url) == pair_set(seed_whole_in_batches)
