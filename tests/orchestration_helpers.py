@@ -17,8 +17,20 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
 def prepared_manifest():
+    """The dbt manifest, parsed for this session's warehouse path (`fresh_warehouse`). dbt keys
+    its partial parse on the rendered profile, which holds that path, and Dagster starts every
+    dbt invocation from the project's partial parse: parsed for another path, each invocation
+    of the session's runs would parse the whole project again."""
     from orchestration.prepare_dbt import prepare
-    return prepare()
+    saved = os.environ.get("RISKSTREAM_DUCKDB_PATH")
+    os.environ["RISKSTREAM_DUCKDB_PATH"] = str(_session_warehouse())
+    try:
+        return prepare()
+    finally:
+        if saved is None:
+            del os.environ["RISKSTREAM_DUCKDB_PATH"]
+        else:
+            os.environ["RISKSTREAM_DUCKDB_PATH"] = saved
 
 
 def live_seed(seed_dir: str, store_url: str) -> None:
@@ -30,16 +42,21 @@ def resources(store_url: str, warehouse_path: str) -> dict:
     return resources_for(store_url, warehouse_path)
 
 
-def fresh_warehouse() -> str:
-    """A new, empty warehouse at a path that stays the same for this pytest process: dbt keys
-    its partial parse on the rendered profile, which holds the warehouse path, so one path per
-    session lets every dbt run after the first skip the full parse."""
+def _session_warehouse() -> Path:
+    """The warehouse path of this pytest process (its directory made on first use)."""
     d = Path(tempfile.gettempdir()) / f"riskstream-warehouse-{os.getpid()}"
     if not d.exists():
         d.mkdir()
         atexit.register(shutil.rmtree, d, True)
-    path = d / "warehouse.duckdb"
-    for p in (path, d / "warehouse.duckdb.wal"):
+    return d / "warehouse.duckdb"
+
+
+def fresh_warehouse() -> str:
+    """A new, empty warehouse at a path that stays the same for this pytest process: dbt keys
+    its partial parse on the rendered profile, which holds the warehouse path, so one path per
+    session (the one `prepared_manifest` parses for) lets every dbt run skip the full parse."""
+    path = _session_warehouse()
+    for p in (path, path.with_name(path.name + ".wal")):
         if p.exists():
             p.unlink()
     return str(path)
