@@ -20,15 +20,29 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.dagster
 
 
-def _project(tmp_path):
-    project = tmp_path / "dbt_project"
+@pytest.fixture(scope="module")
+def parsed_copy(tmp_path_factory):
+    """A copy of the dbt project parsed once for the module's warehouse path (a full parse
+    takes seconds; the builds after it parse nothing)."""
+    tmp = tmp_path_factory.mktemp("gates_dbt")
+    project = tmp / "dbt_project"
     shutil.copytree(ROOT / "dbt_project", project,
                     ignore=shutil.ignore_patterns("target", "logs", ".user.yml"))
+    warehouse = tmp / "warehouse.duckdb"
     env = {**os.environ, "RISKSTREAM_DBT_PROJECT_DIR": str(project), "DO_NOT_TRACK": "1",
-           "RISKSTREAM_DUCKDB_PATH": str(tmp_path / "warehouse.duckdb")}
+           "RISKSTREAM_DUCKDB_PATH": str(warehouse)}
     subprocess.run([sys.executable, "-m", "orchestration.prepare_dbt"], env=env, check=True,
                    capture_output=True, timeout=180)
-    return project, env
+    return project, env, warehouse
+
+
+@pytest.fixture
+def dbt_copy(parsed_copy):
+    """The parsed copy with an empty warehouse: (project, env, warehouse path)."""
+    project, env, warehouse = parsed_copy
+    for p in (warehouse, warehouse.with_name(warehouse.name + ".wal")):
+        p.unlink(missing_ok=True)
+    return project, env, str(warehouse)
 
 
 def _build(project, env):
@@ -38,10 +52,10 @@ def _build(project, env):
                           capture_output=True, text=True, timeout=300, cwd=project)
 
 
-def test_release_gates_fail_on_an_empty_store(tmp_path):
-    project, env = _project(tmp_path)
+def test_release_gates_fail_on_an_empty_store(tmp_path, dbt_copy):
+    project, env, warehouse = dbt_copy
     store = Store(f"sqlite:///{tmp_path}/ops.sqlite")  # initialized, nothing read
-    with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
+    with duckdb.connect(warehouse) as con:
         counts = ingest(store, con)
     store.dispose()
     assert counts["facts"] == 0 and counts["archive"] == 0
@@ -50,16 +64,16 @@ def test_release_gates_fail_on_an_empty_store(tmp_path):
     assert "release_gates_have_something_to_judge" in out.stdout and "FAIL 1" in out.stdout
 
 
-def test_open_sink_exception_fails_the_release_gates_until_resolved(seed_dir, tmp_path):
+def test_open_sink_exception_fails_the_release_gates_until_resolved(seed_dir, tmp_path,
+                                                                     dbt_copy):
     from streaming.gates import resolve
     from tests.orchestration_helpers import live_seed
     from tests.storeutil import write_conflicting_copy
-    project, env = _project(tmp_path)
+    project, env, warehouse = dbt_copy
     url = f"sqlite:///{tmp_path}/ops.sqlite"
     live_seed(seed_dir[0], url)
     store = Store(url)
     assert write_conflicting_copy(store, "join", "pair").rejected == 1
-    warehouse = str(tmp_path / "warehouse.duckdb")
     with duckdb.connect(warehouse) as con:
         ingest(store, con)
     out = _build(project, env)
