@@ -133,8 +133,9 @@ def run_pipeline(pipeline: str, kills: int, store_url: str, work: str, rng: rand
     empty = os.path.join(work, f"{pipeline}-empty")
     split_recording(rec, empty, os.path.join(work, f"{pipeline}-all"), 0.0)
     publish(empty, url)  # the layout, no messages
-    # Publishing spans about the kill phase (each life lasts ~1-3 s with start-up).
-    rate = max(50.0, res.records / max(1.0, kills * 1.5))
+    # Publishing spans about the kill phase: each life lasts 0.2-2.0 s, start-up included
+    # (1.1 s on average), and the kill and the next start take a few hundredths more.
+    rate = max(50.0, res.records / max(1.0, kills * 1.15))
     producer = threading.Thread(target=publish, args=(rec, url, "--rate", f"{rate:.0f}"))
     producer.start()
     args = [*FOLLOW_ARGS, *extra_args(pipeline, work)]
