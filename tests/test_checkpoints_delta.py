@@ -5,6 +5,7 @@ with a gap or a missing start is refused before anything is read or written."""
 
 from __future__ import annotations
 
+import shutil
 import zlib
 
 import orjson
@@ -62,7 +63,6 @@ def test_ledger_writes_deltas_and_restore_rebuilds_its_exact_state(source, store
     assert ck is not None and ck["id"] == rows[-1]["id"]
     assert ck["decoded"]["operator"] == _as_stored(worker.op.snapshot())
     assert ck["decoded"]["journal_seq"] == rows[-1]["journal_seq"]
-    assert ck["chain"].journal_seq == rows[-1]["journal_seq"]
     # A delta holds the changes only: smaller than the full state it builds on.
     full_raw = len(zlib.decompress(chain[0]["state"]))
     for r in chain[1:]:
@@ -93,6 +93,9 @@ def test_restore_from_a_chain_goes_on_exactly_as_an_uninterrupted_run(source, st
         res = restored.run()
         assert res.restored_from == chain[-2]["id"]
         assert facts_digest(store) == want
+        # The restored run's own first checkpoint is full: a chain never spans two runs.
+        after = [r for r in store.checkpoints("ledger") if r["id"] > chain[-2]["id"]]
+        assert after and after[0]["serializer"] == SERIALIZER
     finally:
         store.dispose()
 
@@ -155,5 +158,46 @@ def test_a_broken_chain_is_refused_before_anything_is_read_or_written(source, st
                 "not-a-delta": "is a delta but does not have the shape"}[damage] in str(err.value)
         assert "nothing was read or written" in str(err.value)
         assert _tables(store) == before
+    finally:
+        store.dispose()
+
+
+def test_a_checkpoint_from_before_delta_checkpoints_restores_and_its_run_goes_on(
+        source, store_url, tmp_path):
+    """A store whose newest checkpoint an earlier release wrote (the ledger's windows a list)
+    restores; the restored run, reading on, checkpoints in full first (its deltas would not
+    apply to that layout), and the run after it restores from what it wrote."""
+    grown = tmp_path / "src"
+    shutil.copytree(source, grown)
+    logs = sorted(grown.rglob("*.jsonl"))
+    whole = {p: p.read_bytes() for p in logs}
+    for p, data in whole.items():  # the first run sees the first half of every partition
+        lines = data.splitlines(keepends=True)
+        p.write_bytes(b"".join(lines[:len(lines) // 2]))
+    store = Store(store_url)
+    try:
+        _worker(str(grown), store_url, store).run()
+        ck = read_checkpoint(store, "ledger", STATE_SCHEMA)
+        assert ck is not None
+        older = ck["decoded"]
+        older["operator"]["windows"] = list(older["operator"]["windows"].values())
+        assert older["operator"]["windows"]
+        with store.engine.begin() as conn:
+            conn.execute(delete(S.checkpoints))
+            conn.execute(S.checkpoints.insert().values(
+                pipeline="ledger", journal_seq=ck["journal_seq"], serializer=SERIALIZER,
+                state_schema=STATE_SCHEMA, meta=ck["meta"], size_bytes=0, duration_ms=0,
+                created_at="then", state=zlib.compress(orjson.dumps(older))))
+        old_id = store.checkpoints("ledger")[-1]["id"]
+        for p, data in whole.items():
+            p.write_bytes(data)
+        assert _worker(str(grown), store_url, store).run().restored_from == old_id
+        written = [r for r in store.checkpoints("ledger") if r["id"] > old_id]
+        assert len(written) >= 2 and written[0]["serializer"] == SERIALIZER
+        assert DELTA_SERIALIZER in {r["serializer"] for r in written}
+        again = _worker(str(grown), store_url, store)
+        assert again.run().restored_from == written[-1]["id"]
+        assert read_checkpoint(store, "ledger", STATE_SCHEMA)["decoded"]["operator"] == \
+            _as_stored(again.op.snapshot())
     finally:
         store.dispose()

@@ -117,40 +117,33 @@ class CheckpointChain:
 
 def read_checkpoint(store: Store, pipeline: str, state_schema: str) -> dict | None:
     """The latest checkpoint, its state decoded into `decoded` (a delta applied to the full
-    checkpoint and the deltas before it) and what the next checkpoint builds on in `chain`;
-    refuses (before reading or writing anything) when a checkpoint it needs was written with
-    another serializer or state schema, or the chain of deltas is broken."""
+    checkpoint and the deltas before it); refuses (before reading or writing anything) when a
+    checkpoint it needs was written with another serializer or state schema, or the chain of
+    deltas is broken."""
     rows = store.checkpoint_chain(pipeline)
     if not rows:
         return None
     state: dict | None = None
-    full_bytes = delta_bytes = 0
     for row in rows:
         _refuse_foreign(row, pipeline, state_schema)
-        raw = _decompressed(row)
-        decoded = _decoded(row, raw)
-        delta = is_delta_checkpoint(row["serializer"])
+        decoded = _decoded(row, _decompressed(row))
         if state is None:
-            if delta:
+            if is_delta_checkpoint(row["serializer"]):
                 raise CheckpointMismatch(
                     f"checkpoint {row['id']} of pipeline {pipeline!r} holds changes since an "
                     f"earlier checkpoint that is not in the store. Refusing to start: nothing "
                     f"was read or written.")
-            state, full_bytes = decoded, len(raw)
+            state = decoded
         else:
             state = _applied(row, state, decoded)
-            delta_bytes += len(raw)
         problem = shape_problem(state)
         if problem:
             raise CheckpointMismatch(
                 f"checkpoint {row['id']} of pipeline {pipeline!r} decodes but does not have the "
                 f"shape this code writes ({problem}). Refusing to start: nothing was read or "
                 f"written.")
-    assert state is not None  # rows is not empty
     ck = rows[-1]
     ck["decoded"] = state
-    ck["chain"] = CheckpointChain(state["journal_seq"], state["records_total"], full_bytes,
-                                  delta_bytes)
     return ck
 
 

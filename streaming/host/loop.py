@@ -123,8 +123,10 @@ class Worker:
         self._overlap = False
         self._writer: WriterProcess | None = None
         self._inflight: _InFlight | _CheckpointInFlight | None = None
-        # What the next checkpoint builds on (a delta names it); None until the first checkpoint
-        # of a store or a restore, when the next one is full.
+        # What the next checkpoint builds on (a delta names it). None until this run's first
+        # checkpoint, which is full even after a restore: a chain never spans two runs, so a
+        # delta is always applied to a state the same code wrote (a restored checkpoint may
+        # come from a release whose operator state had another layout).
         self._chain: CheckpointChain | None = None
 
     @property
@@ -162,7 +164,6 @@ class Worker:
         self.seq = state["journal_seq"]
         self.records_total = state["records_total"]
         self.ended = state.get("ended", False)
-        self._chain = ck["chain"]
         self.result.restored_from = ck["id"]
 
     # ------------------------------------------------------------------ the loop
