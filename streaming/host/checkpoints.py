@@ -298,7 +298,8 @@ def dump_checkpoint(spec: PipelineSpec, op: Operator, source: Source,
     delta = parts is not None and chain is not None and not chain.wants_full(full_after)
     fps = {tp_str(*tp): source.fingerprint(tp, off) for tp, off in positions.items()}
     state = {
-        "operator": parts.whole if delta and parts is not None else op.snapshot(),
+        "operator": (op.snapshot() if parts is None  # the snapshot, built once either way
+                     else parts.whole if delta else parts.full()),
         "watermarks": {t: w.snapshot() for t, w in wms.items()},
         "positions": {tp_str(*tp): off for tp, off in positions.items()},
         "source": {**source.identity(), "fingerprints": fps},

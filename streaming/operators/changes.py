@@ -38,6 +38,11 @@ class RowChanges:
             out[k] = None if row is None else (row if enc is None else enc(row))
         return out
 
+    def full(self) -> dict[str, Any]:
+        """The whole map as the snapshot holds it."""
+        enc = self.encode
+        return self.rows if enc is None else {k: enc(row) for k, row in self.rows.items()}
+
     def mark(self) -> None:
         self.changed.clear()
 
@@ -69,6 +74,11 @@ class SnapshotParts:
     whole: dict[str, Any]
     rows: dict[str, RowChanges] = field(default_factory=dict)
     appended: dict[str, AppendedItems] = field(default_factory=dict)
+
+    def full(self) -> dict[str, Any]:
+        """The whole snapshot: what `snapshot()` returns and a full checkpoint holds."""
+        return {**self.whole, **{k: p.full() for k, p in self.rows.items()},
+                **{k: p.lists for k, p in self.appended.items()}}
 
     def changes(self) -> dict[str, dict[str, Any]]:
         return {"rows": {k: p.changes() for k, p in self.rows.items()},

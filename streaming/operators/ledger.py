@@ -450,19 +450,16 @@ class LedgerOperator:
 
     # ------------------------------------------------------------------ checkpoint
     def snapshot(self) -> dict[str, Any]:
-        return {"rule_version": RULE_VERSION, "retention_us": self.retention, "wm": self.wm,
-                "ids": self.ids.rows, "by_merchant": self.by_merchant,
-                "windows": {k: w.dump() for k, w in self.windows.items()},
-                "categories": self.cats.snapshot(), "counters": self.counters,
-                "peak": self.peak}
+        return self.snapshot_parts().full()
 
     def snapshot_parts(self) -> SnapshotParts:
-        """The snapshot for a delta checkpoint: the identities (every payment ever seen, by
-        far the largest part) as those remembered since the last checkpoint, the windows as
+        """The snapshot split for a delta checkpoint: the identities (every payment ever seen,
+        by far the largest part) as those remembered since the last checkpoint, the windows as
         those changed, published or closed since, and each merchant's payments as those
         appended since (its list only grows)."""
-        whole = {k: v for k, v in self.snapshot().items()
-                 if k not in ("ids", "by_merchant", "windows")}
+        whole = {"rule_version": RULE_VERSION, "retention_us": self.retention, "wm": self.wm,
+                 "categories": self.cats.snapshot(), "counters": self.counters,
+                 "peak": self.peak}
         assert self.ids.changed is not None  # tracked since __init__ and restore
         return SnapshotParts(
             whole, rows={"ids": RowChanges(self.ids.rows, self.ids.changed),

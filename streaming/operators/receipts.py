@@ -408,18 +408,12 @@ class ReceiptScorer:
 
     # ------------------------------------------------------------------ state
     def snapshot(self) -> dict[str, Any]:
-        return {**self._snapshot_but_ids(),
-                "ids": {rid: _CHECKPOINTED_ID(row) for rid, row in self.ids.rows.items()}}
+        return self.snapshot_parts().full()
 
     def snapshot_parts(self) -> SnapshotParts:
-        """The snapshot for a delta checkpoint: the identities of the dedup horizon (most of
-        the state) as those remembered or forgotten since the last checkpoint."""
-        assert self.ids.changed is not None  # tracked since __init__ and restore
-        return SnapshotParts(self._snapshot_but_ids(), rows={
-            "ids": RowChanges(self.ids.rows, self.ids.changed, _CHECKPOINTED_ID)})
-
-    def _snapshot_but_ids(self) -> dict[str, Any]:
-        return {
+        """The snapshot split for a delta checkpoint: the identities of the dedup horizon (most
+        of the state) as those remembered or forgotten since the last checkpoint."""
+        whole = {
             "model": {"revision": self.model.revision, "artifact": self.model.artifact,
                       "pin_seq": self.pin_seq} if self.model else None,
             "tolerance_us": self.tolerance, "wm": self.wm,
@@ -427,6 +421,9 @@ class ReceiptScorer:
             "pending": [list(p) for p in self.pending],
             "counters": self.counters, "peak": self.peak,
         }
+        assert self.ids.changed is not None  # tracked since __init__ and restore
+        return SnapshotParts(whole, rows={
+            "ids": RowChanges(self.ids.rows, self.ids.changed, _CHECKPOINTED_ID)})
 
     def restore(self, snap: dict[str, Any]) -> None:
         m = snap["model"]
