@@ -15,9 +15,7 @@ from riskstream_tools.benchmarks.scenarios import SCENARIOS
 
 from .conftest import PG_ADMIN_DSN, need_service
 
-# Enough for every stage to run: each pipeline scenario commits several batches (one while it
-# computes the next) and a checkpoint, and the join finds over 10,000 pairs.
-EVENTS = 10_000
+EVENTS = 20_000
 # The follow scenarios are paced by the broker (and one waits out a 10-second database
 # restart): a few thousand events show they run and agree with the reference.
 LIVE_EVENTS = 4_000
