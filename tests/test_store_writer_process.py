@@ -18,7 +18,7 @@ from streaming.host.checkpoints import (COMPRESS_PIECE_BYTES, SERIALIZER, Checkp
 from streaming.operators.base import Fact
 from streaming.store.errors import StoreErrorElsewhere, describe_store_error, is_store_error
 from streaming.store.ops import BatchWrite, Store
-from streaming.store.writer_process import WriterFailed, WriterProcess
+from streaming.store.writer_process import WriterFailed, WriterProcess, pack
 
 
 def _batch(seq: int, keys: list[str], payload: dict | None = None) -> BatchWrite:
@@ -72,6 +72,31 @@ def test_commits_what_it_is_handed_and_answers_with_the_sink_result(store_url):
     finally:
         store.dispose()
     assert _gone(writer.pid)
+
+
+def test_a_batch_packed_ahead_commits_as_the_batch_itself(store_url):
+    # The worker packs a batch while the one before it commits: the packed message is the
+    # batch, answered and committed the same, with the batch's journal number kept.
+    first, second = _batch(1, ["a", "b"]), _batch(2, ["c"])
+    packed = pack(second.rows())
+    assert packed.seq == 2
+    writer = WriterProcess(store_url, "join")
+    try:
+        writer.submit(pack(first.rows()))
+        assert writer.result()[0].written == 2
+        writer.submit(packed)
+        with pytest.raises(RuntimeError, match="batch 2 is still in flight"):
+            writer.submit(pack(_batch(3, ["d"]).rows()))
+        assert writer.result()[0].written == 1
+    finally:
+        writer.close()
+    store = Store(store_url)
+    try:
+        assert [(f["fact_key"], f["batch_seq"]) for f in store.facts("join")] == \
+            [("k|a", 1), ("k|b", 1), ("k|c", 2)]
+        assert store.last_journal_seq("join") == 2
+    finally:
+        store.dispose()
 
 
 def test_a_store_refusal_is_said_as_the_worker_would_say_it(store_url, tmp_path):

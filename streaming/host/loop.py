@@ -22,7 +22,7 @@ from ..sources import open_source
 from ..sources.filelog import RawRecord
 from ..sources.records import own_arrival
 from ..store.ops import BatchWrite, SinkResult, Store, dumps, now_iso, shared_store
-from ..store.writer_process import WriterProcess
+from ..store.writer_process import WriterProcess, pack
 from ..timeutil import NEG_INF, event_date
 from ..watermarks import InputWatermark
 from .checkpoints import (CheckpointChain, CheckpointDump, CheckpointMismatch, checkpoint_row,
@@ -409,17 +409,21 @@ class Worker:
         # Building the batch reads only host and operator state (not the store), and settling
         # the batch in flight changes none of it (a batch followed by a checkpoint settled
         # before this batch began), so it runs before the settle, overlapped with that commit.
+        # So does packing it for the writer, when it is to be handed over: the writer then
+        # waits only for the message, not for the pickling (docs/performance.md, ninth round).
         bw = self._batch_write(seq, out, ranges, order_runs, made, n, end_of_stream)
+        # The end of the stream and a replayed batch commit serially: an end of stream is
+        # followed by the run's last checkpoint, written here.
+        handed = (pack(bw.rows()) if self._overlap and may_overlap and not end_of_stream
+                  and decisions is None else None)
         stages["sink"] += clock() - t_sink
         self._settle()
         self.crash.hit("after-candidate")
         # Decided now, from the state this batch left: a later batch's records must not count.
         checkpoint = self.since_ckpt >= self.settings.checkpoint_every
-        # The end of the stream and a replayed batch commit serially: an end of stream is
-        # followed by the run's last checkpoint, written here.
-        if self._overlap and may_overlap and not end_of_stream and decisions is None:
+        if handed is not None:
             t_hand = clock()
-            self._started_writer().submit(bw.rows())
+            self._started_writer().submit(handed)
             stages["sink"] += clock() - t_hand
             self._inflight = _InFlight(bw, n, ranges)
             self.result.overlapped_batches += 1

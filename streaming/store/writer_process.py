@@ -7,7 +7,8 @@ binds, so a writer thread and the worker take turns instead of running side by s
 in docs/performance.md, fifth and sixth rounds).
 
 The protocol is one request, one answer. The worker sends a pickled `BatchRows` (plain tuples,
-several times cheaper to pickle than facts and dict rows) and later reads the answer: the
+several times cheaper to pickle than facts and dict rows; pickled by `pack` while the batch
+before it still commits) and later reads the answer: the
 `SinkResult` and the commit's seconds, or the failure as text. At most one batch is in flight:
 the host settles it before it sends the next one and before every step whose order matters
 (crash points, checkpoints, acks), so the store sees the commits in the order a serial run
@@ -36,7 +37,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle, send_handle
 
@@ -51,6 +52,20 @@ log = logging.getLogger(__name__)
 CLOSE_TIMEOUT_S = 30.0
 # The worker's word to a checkpoint paused mid-write: go on and commit.
 GO_ON = b"go on"
+
+
+@dataclass(frozen=True, slots=True)
+class PackedBatch:
+    """A batch as the message that hands it to the writer (`pack`). The worker packs a batch
+    while the one before it still commits, so that the writer, once that commit is settled,
+    waits only for the message to be sent, not for the batch to be pickled too."""
+
+    seq: int
+    message: bytes
+
+
+def pack(rows: BatchRows) -> PackedBatch:
+    return PackedBatch(rows.seq, pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 class WriterFailed(RuntimeError):
@@ -218,12 +233,13 @@ class WriterProcess:
     def pid(self) -> int | None:
         return self._proc.pid
 
-    def submit(self, rows: BatchRows) -> None:
-        self._put_pending(rows.seq)
+    def submit(self, batch: BatchRows | PackedBatch) -> None:
+        packed = batch if isinstance(batch, PackedBatch) else pack(batch)
+        self._put_pending(packed.seq)
         try:
-            self._conn.send_bytes(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
+            self._conn.send_bytes(packed.message)
         except OSError as exc:
-            raise self._ended(rows.seq, exc) from None
+            raise self._ended(packed.seq, exc) from None
 
     def result(self) -> tuple[SinkResult, float]:
         """The batch in flight's result and commit seconds. Raises StoreErrorElsewhere when
