@@ -164,9 +164,10 @@ def test_a_broken_chain_is_refused_before_anything_is_read_or_written(source, st
 
 def test_a_checkpoint_from_before_delta_checkpoints_restores_and_its_run_goes_on(
         source, store_url, tmp_path):
-    """A store whose newest checkpoint an earlier release wrote (the ledger's windows a list)
-    restores; the restored run, reading on, checkpoints in full first (its deltas would not
-    apply to that layout), and the run after it restores from what it wrote."""
+    """A store whose newest checkpoint an earlier release wrote (the ledger's windows a list,
+    each with its payments) restores; the restored run, reading on, checkpoints in full first
+    (its deltas would not apply to that layout), and the run after it restores from what it
+    wrote."""
     grown = tmp_path / "src"
     shutil.copytree(source, grown)
     logs = sorted(grown.rglob("*.jsonl"))
@@ -180,8 +181,11 @@ def test_a_checkpoint_from_before_delta_checkpoints_restores_and_its_run_goes_on
         ck = read_checkpoint(store, "ledger", STATE_SCHEMA)
         assert ck is not None
         older = ck["decoded"]
-        older["operator"]["windows"] = list(older["operator"]["windows"].values())
-        assert older["operator"]["windows"]
+        # That release's layout: a list of windows, each row holding its payments.
+        op = older["operator"]
+        payments = op.pop("window_payments")
+        op["windows"] = [[*row[:2], payments[k], *row[2:]] for k, row in op["windows"].items()]
+        assert op["windows"] and any(row[2] for row in op["windows"])
         with store.engine.begin() as conn:
             conn.execute(delete(S.checkpoints))
             conn.execute(S.checkpoints.insert().values(

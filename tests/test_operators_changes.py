@@ -14,7 +14,7 @@ import pytest
 from riskstream_tools.workloads.ledger_seed import at, payment, version
 from streaming.models.registry import INITIAL_ARTIFACT, Model
 from streaming.operators.base import Emit
-from streaming.operators.changes import (AppendedItems, RowChanges, SnapshotParts,
+from streaming.operators.changes import (AppendedItems, GroupedRows, RowChanges, SnapshotParts,
                                          apply_changes)
 from streaming.operators.ledger import LedgerOperator
 from streaming.operators.receipts import ReceiptScorer
@@ -68,6 +68,44 @@ def test_apply_changes_replaces_whole_keys_sets_deletes_and_extends():
         apply_changes(snap, {}, {"rows": {"gone": {"x": [1]}}})
     with pytest.raises(ValueError, match="appends to 'wm'"):
         apply_changes(snap, {}, {"appended": {"wm": {"x": [1]}}})
+
+
+def test_grouped_rows_name_changed_members_and_opened_or_dropped_groups_whole():
+    groups = {"w1": {"p1": [1], "p2": [2]}, "w2": {"q1": [3]}}
+    part = GroupedRows(groups, lambda g: g, {})
+    groups["w1"]["p3"] = [4]
+    part.member_changed("w1", "p3")
+    del groups["w1"]["p1"]
+    part.member_changed("w1", "p1")
+    part.member_changed("w1", "p3")  # again: once, in its first place
+    groups["w3"] = {"r1": [5]}
+    part.group_changed("w3")
+    part.member_changed("w3", "r1")  # a member of a group written whole: nothing more
+    del groups["w2"]
+    part.group_changed("w2")
+    assert list(part.changes().items()) == [
+        ("w1", [False, {"p3": [4], "p1": None}]), ("w3", [True, {"r1": [5]}]), ("w2", None)]
+    before = {"w1": {"p1": [1], "p2": [2]}, "w2": {"q1": [3]}}
+    snap = {"g": before}
+    apply_changes(snap, {}, {"grouped": {"g": part.changes()}})
+    assert snap["g"] == groups == part.full()
+    part.mark()
+    assert part.changes() == {}
+    # Dropped and opened again since the mark: written whole, so no member of the group it
+    # replaced survives the apply.
+    del groups["w1"]
+    part.group_changed("w1")
+    groups["w1"] = {"p9": [9]}
+    part.group_changed("w1")
+    apply_changes(snap, {}, {"grouped": {"g": part.changes()}})
+    assert snap["g"]["w1"] == {"p9": [9]}
+
+
+def test_apply_changes_refuses_members_of_a_group_the_state_does_not_hold():
+    with pytest.raises(ValueError, match="changes groups of 'gone'"):
+        apply_changes({"g": {}}, {}, {"grouped": {"gone": {"w1": None}}})
+    with pytest.raises(ValueError, match="members of group 'w9' of 'g'"):
+        apply_changes({"g": {"w1": {}}}, {}, {"grouped": {"g": {"w9": [False, {"p": [1]}]}}})
 
 
 class Checkpoints:
@@ -190,13 +228,21 @@ def test_receipt_deltas_follow_forgetting_and_reuploads_and_a_restore_goes_on_th
     assert as_stored(twin.snapshot()) == as_stored(op.snapshot())
 
 
-def test_ledger_restores_windows_checkpointed_as_a_list_before_they_were_keyed():
+@pytest.mark.parametrize("layout", ["list", "keyed"])
+def test_ledger_restores_windows_checkpointed_in_earlier_layouts(layout):
+    # Before delta checkpoints the windows were a list; until the ninth round each window's
+    # row held its payments ([account, hour, payments, revision, content hash, status]),
+    # keyed by window in between. Both restore to the same state.
     d = Driver()
     for obj in _ledger_feed(random.Random(9), 200):
         d.feed(obj)
     snap = as_stored(d.op.snapshot())
-    assert snap["windows"]
-    older = {**snap, "windows": list(snap["windows"].values())}  # the format before deltas
+    assert snap["windows"] and set(snap["window_payments"]) == set(snap["windows"])
+    assert any(snap["window_payments"].values())
+    rows = {k: [*row[:2], snap["window_payments"][k], *row[2:]]
+            for k, row in snap["windows"].items()}
+    older = {k: v for k, v in snap.items() if k != "window_payments"}
+    older["windows"] = list(rows.values()) if layout == "list" else rows
     again = LedgerOperator(TEST_KEY.sign, TEST_KEY.source)
     again.restore(older)
     assert as_stored(again.snapshot()) == snap

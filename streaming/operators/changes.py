@@ -66,6 +66,55 @@ class AppendedItems:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupedRows:
+    """A map of groups, each holding a map of members (a ledger window's payments), written
+    as the members changed rather than as every group changed whole. `members` gives a
+    group's member map. The owner records, per group key in `changed`, each member it sets
+    or deletes (`member_changed`), or that the group was created or dropped (`group_changed`),
+    after which the group is written whole, or as None once it is gone.
+
+    A changed group is `[whole, members]` in a delta: `whole` true when `members` is the
+    group's every member (the group starts over from them), false when it holds only the
+    members set since the mark, with None for a member deleted."""
+
+    groups: dict[str, Any]
+    members: Callable[[Any], dict[str, Any]]
+    changed: dict[str, dict[str, None] | None]
+
+    def member_changed(self, group: str, member: str) -> None:
+        if group in self.changed:
+            names = self.changed[group]
+            if names is not None:
+                names[member] = None
+        else:
+            self.changed[group] = {member: None}
+
+    def group_changed(self, group: str) -> None:
+        self.changed[group] = None
+
+    def changes(self) -> dict[str, Any]:
+        """Group key -> [whole, members] as above, or None for a group dropped since the mark."""
+        out: dict[str, Any] = {}
+        for k, names in self.changed.items():
+            group = self.groups.get(k)
+            if group is None:
+                out[k] = None
+                continue
+            members = self.members(group)
+            out[k] = ([True, members] if names is None
+                      else [False, {m: members.get(m) for m in names}])
+        return out
+
+    def full(self) -> dict[str, Any]:
+        """Every group's member map, by group key."""
+        members = self.members
+        return {k: members(g) for k, g in self.groups.items()}
+
+    def mark(self) -> None:
+        self.changed.clear()
+
+
+@dataclass(frozen=True, slots=True)
 class SnapshotParts:
     """An operator's snapshot split for a delta checkpoint: `whole`, every key of `snapshot()`
     but the named maps, written as it is; `rows` and `appended`, the named maps by their
@@ -74,28 +123,36 @@ class SnapshotParts:
     whole: dict[str, Any]
     rows: dict[str, RowChanges] = field(default_factory=dict)
     appended: dict[str, AppendedItems] = field(default_factory=dict)
+    grouped: dict[str, GroupedRows] = field(default_factory=dict)
 
     def full(self) -> dict[str, Any]:
         """The whole snapshot: what `snapshot()` returns and a full checkpoint holds."""
         return {**self.whole, **{k: p.full() for k, p in self.rows.items()},
-                **{k: p.lists for k, p in self.appended.items()}}
+                **{k: p.lists for k, p in self.appended.items()},
+                **{k: p.full() for k, p in self.grouped.items()}}
 
     def changes(self) -> dict[str, dict[str, Any]]:
-        return {"rows": {k: p.changes() for k, p in self.rows.items()},
-                "appended": {k: p.changes() for k, p in self.appended.items()}}
+        out = {"rows": {k: p.changes() for k, p in self.rows.items()},
+               "appended": {k: p.changes() for k, p in self.appended.items()}}
+        if self.grouped:  # absent otherwise: the deltas of operators without groups unchanged
+            out["grouped"] = {k: p.changes() for k, p in self.grouped.items()}
+        return out
 
     def mark(self) -> None:
         for rows in self.rows.values():
             rows.mark()
         for appended in self.appended.values():
             appended.mark()
+        for grouped in self.grouped.values():
+            grouped.mark()
 
 
 def apply_changes(snapshot: dict[str, Any], whole: dict[str, Any],
                   changes: dict[str, dict[str, Any]]) -> None:
     """Bring `snapshot` (an earlier full snapshot, changed in place) to the moment of a delta:
     its `whole` keys replace the earlier ones, its row changes set or delete keys of the named
-    maps, its appended items extend the named lists. Raises ValueError on a delta that names a
+    maps, its appended items extend the named lists, its grouped changes set, start over or
+    drop groups and set or delete their members. Raises ValueError on a delta that names a
     map the snapshot does not hold."""
     snapshot.update(whole)
     for name, rows in changes.get("rows", {}).items():
@@ -113,3 +170,25 @@ def apply_changes(snapshot: dict[str, Any], whole: dict[str, Any],
             raise ValueError(f"the delta appends to {name!r}, which the state does not hold")
         for k, items in appended.items():
             target.setdefault(k, []).extend(items)
+    for name, grouped in changes.get("grouped", {}).items():
+        target = snapshot.get(name)
+        if not isinstance(target, dict):
+            raise ValueError(f"the delta changes groups of {name!r}, which the state does not "
+                             f"hold")
+        for k, change in grouped.items():
+            if change is None:
+                target.pop(k, None)
+                continue
+            whole, members = change
+            if whole:
+                target[k] = dict(members)
+                continue
+            group = target.get(k)
+            if not isinstance(group, dict):
+                raise ValueError(f"the delta changes members of group {k!r} of {name!r}, which "
+                                 f"the state does not hold")
+            for m, row in members.items():
+                if row is None:
+                    group.pop(m, None)
+                else:
+                    group[m] = row

@@ -26,7 +26,7 @@ from ..state import Held
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, event_date, us_to_dt, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, ROUTED, STALE, Emit, Fact,
                    Quarantined, fits_int64)
-from .changes import AppendedItems, RowChanges, SnapshotParts
+from .changes import AppendedItems, GroupedRows, RowChanges, SnapshotParts
 from .identity import CONFLICT, CORRECTION, LIVE, IdentityIndex, settle
 from .ledger_categories import (CATEGORY, DUPLICATE as VERSION_DUPLICATE, HIGH_RISK, SIZE,
                                 CategoryVersions, VersionRejected, version_from_record)
@@ -167,22 +167,32 @@ class Window:
                 "total_cents": self.total, "payment_count": len(self.payments),
                 "risk_count": self.risk, "category_counts": dict(sorted(self.by_cat.items()))}
 
-    def dump(self) -> list[Any]:
-        return [self.account, self.hour, self.payments, self.revision, self.content_hash,
-                self.status]
+    def header(self) -> list[Any]:
+        """The window as its checkpoint row holds it; its payments are checkpointed apart
+        (`LedgerOperator.snapshot_parts`)."""
+        return [self.account, self.hour, self.revision, self.content_hash, self.status]
 
     @classmethod
-    def load(cls, row: list[Any], cats: CategoryVersions) -> Window:
-        """A window from its checkpoint row; the aggregates are recomputed from its payments
-        under the restored category versions (they are derived, so not checkpointed)."""
+    def load(cls, row: list[Any], payments: dict[str, list[Any]] | None,
+             cats: CategoryVersions) -> Window:
+        """A window from its checkpoint row and its payments; the aggregates are recomputed
+        from the payments under the restored category versions (they are derived, so not
+        checkpointed). `payments` None: a row checkpointed before the payments were kept
+        apart, [account, hour, payments, revision, content hash, status]."""
+        if payments is None:
+            payments, row = row[2], [*row[:2], *row[3:]]
         w = cls(row[0], row[1])
-        for pid, entry in row[2].items():
+        for pid, entry in payments.items():
             # Entries checkpointed before they carried their source bytes count none.
             w.add(pid, [*entry, 0] if len(entry) == P_SIZE else list(entry),
                   cats.effective(entry[1], entry[3]))
-        w.revision, w.content_hash, w.status = row[3], row[4], row[5]
+        w.revision, w.content_hash, w.status = row[2], row[3], row[4]
         w.total = sum(p[2] for p in w.payments.values())
         return w
+
+
+def _payments_of(w: Window) -> dict[str, list[Any]]:
+    return w.payments
 
 
 class LedgerOperator:
@@ -202,6 +212,10 @@ class LedgerOperator:
         # The keys of the windows changed, published or closed since the last checkpoint
         # (operators.changes): every change to a window goes through `_changed` or `_emit`.
         self._windows_changed: dict[str, None] = {}
+        # And the payments each window gained or lost since then, or that it was opened or
+        # closed: every `Window.add` and `Window.remove` of an open window records its payment
+        # here, `_window` records an opening and `_advance` a closing.
+        self._payments = GroupedRows(self.windows, _payments_of, {})
         self.held = Held()  # payments in open windows and category versions
         self.wm = NEG_INF
         self._due_provisional: list[tuple[int, str]] = []
@@ -223,6 +237,7 @@ class LedgerOperator:
         w = self.windows.get(k)
         if w is None:
             w = self.windows[k] = Window(account, hour_us)
+            self._payments.group_changed(k)
             heapq.heappush(self._due_provisional, (hour_us + US_PER_HOUR, k))
             heapq.heappush(self._due_final, (hour_us + US_PER_HOUR + self.retention, k))
             if len(self.windows) > self.peak["open_windows"]:
@@ -301,6 +316,7 @@ class LedgerOperator:
         w = self._window(account, hour, key)
         w.add(rec.id, [rec.revision, merchant, p["amount_cents"], t, rec.size],
               self.cats.effective(merchant, t))
+        self._payments.member_changed(key, rec.id)
         self.held.hold(rec.size)
         self._changed(w, out)
 
@@ -347,6 +363,7 @@ class LedgerOperator:
         out.disposition(rec, ACCEPTED)
         old_w = self.windows[window_logical_key(*old_key)]
         self.held.release(old_w.remove(rec.id)[P_SIZE])
+        self._payments.member_changed(old_w.key, rec.id)
         if merchant != known[I_MERCHANT]:
             self.by_merchant.setdefault(merchant, []).append(rec.id)
         self.ids.remember(rec.id, [rec.revision, rec.payload_hash, account, hour, merchant,
@@ -354,6 +371,7 @@ class LedgerOperator:
         new_w = self._window(account, hour)
         new_w.add(rec.id, [rec.revision, merchant, rec.payload["amount_cents"], rec.event_us,
                            rec.size], self.cats.effective(merchant, rec.event_us))
+        self._payments.member_changed(new_w.key, rec.id)
         self.held.hold(rec.size)
         self._changed(old_w, out)
         if new_w is not old_w:
@@ -430,6 +448,7 @@ class LedgerOperator:
             w = self.windows.pop(k, None)
             if w is not None:
                 self._emit(w, "final", out, force=True)  # and marked changed: it left state
+                self._payments.group_changed(k)
                 self.held.release(w.held_bytes(), len(w.payments))
 
     def on_clock(self, clock_us: int, out: Emit) -> None:
@@ -455,16 +474,19 @@ class LedgerOperator:
     def snapshot_parts(self) -> SnapshotParts:
         """The snapshot split for a delta checkpoint: the identities (every payment ever seen,
         by far the largest part) as those remembered since the last checkpoint, the windows as
-        those changed, published or closed since, and each merchant's payments as those
-        appended since (its list only grows)."""
+        those changed, published or closed since, the windows' payments as those each window
+        gained or lost since (a window opened or closed since, whole), and each merchant's
+        payments as those appended since (its list only grows)."""
         whole = {"rule_version": RULE_VERSION, "retention_us": self.retention, "wm": self.wm,
                  "categories": self.cats.snapshot(), "counters": self.counters,
                  "peak": self.peak}
         assert self.ids.changed is not None  # tracked since __init__ and restore
         return SnapshotParts(
             whole, rows={"ids": RowChanges(self.ids.rows, self.ids.changed),
-                         "windows": RowChanges(self.windows, self._windows_changed, Window.dump)},
-            appended={"by_merchant": AppendedItems(self.by_merchant, self._merchant_marks)})
+                         "windows": RowChanges(self.windows, self._windows_changed,
+                                               Window.header)},
+            appended={"by_merchant": AppendedItems(self.by_merchant, self._merchant_marks)},
+            grouped={"window_payments": self._payments})
 
     def restore(self, snap: dict[str, Any]) -> None:
         if snap["rule_version"] != RULE_VERSION:
@@ -486,10 +508,14 @@ class LedgerOperator:
             for v in versions:
                 self.held.hold(v[SIZE] if len(v) > SIZE else 0)
         self._windows_changed = {}
-        # Keyed by window since delta checkpoints; a list in checkpoints written before.
+        self._payments = GroupedRows(self.windows, _payments_of, {})
+        # Keyed by window since delta checkpoints, a list in checkpoints written before; the
+        # payments apart since the ninth round, inside each window's row before.
         rows = snap["windows"]
-        for row in (rows.values() if isinstance(rows, dict) else rows):
-            w = Window.load(row, self.cats)
+        payments = snap.get("window_payments")
+        keyed = rows.items() if isinstance(rows, dict) else ((None, row) for row in rows)
+        for key, row in keyed:
+            w = Window.load(row, None if payments is None else payments[key], self.cats)
             self.held.hold(w.held_bytes(), len(w.payments))
             k = w.key
             self.windows[k] = w
