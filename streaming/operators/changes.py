@@ -156,25 +156,13 @@ def apply_changes(snapshot: dict[str, Any], whole: dict[str, Any],
     map the snapshot does not hold."""
     snapshot.update(whole)
     for name, rows in changes.get("rows", {}).items():
-        target = snapshot.get(name)
-        if not isinstance(target, dict):
-            raise ValueError(f"the delta changes rows of {name!r}, which the state does not hold")
-        for k, row in rows.items():
-            if row is None:
-                target.pop(k, None)
-            else:
-                target[k] = row
+        _set_rows(_named_map(snapshot, name, "changes rows of"), rows)
     for name, appended in changes.get("appended", {}).items():
-        target = snapshot.get(name)
-        if not isinstance(target, dict):
-            raise ValueError(f"the delta appends to {name!r}, which the state does not hold")
+        target = _named_map(snapshot, name, "appends to")
         for k, items in appended.items():
             target.setdefault(k, []).extend(items)
     for name, grouped in changes.get("grouped", {}).items():
-        target = snapshot.get(name)
-        if not isinstance(target, dict):
-            raise ValueError(f"the delta changes groups of {name!r}, which the state does not "
-                             f"hold")
+        target = _named_map(snapshot, name, "changes groups of")
         for k, change in grouped.items():
             if change is None:
                 target.pop(k, None)
@@ -187,8 +175,20 @@ def apply_changes(snapshot: dict[str, Any], whole: dict[str, Any],
             if not isinstance(group, dict):
                 raise ValueError(f"the delta changes members of group {k!r} of {name!r}, which "
                                  f"the state does not hold")
-            for m, row in members.items():
-                if row is None:
-                    group.pop(m, None)
-                else:
-                    group[m] = row
+            _set_rows(group, members)
+
+
+def _named_map(snapshot: dict[str, Any], name: str, what: str) -> dict[str, Any]:
+    target = snapshot.get(name)
+    if not isinstance(target, dict):
+        raise ValueError(f"the delta {what} {name!r}, which the state does not hold")
+    return target
+
+
+def _set_rows(target: dict[str, Any], rows: dict[str, Any]) -> None:
+    """Set each key to its row, or delete it where the row is None."""
+    for k, row in rows.items():
+        if row is None:
+            target.pop(k, None)
+        else:
+            target[k] = row
