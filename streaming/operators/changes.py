@@ -82,12 +82,9 @@ class GroupedRows:
     changed: dict[str, dict[str, None] | None]
 
     def member_changed(self, group: str, member: str) -> None:
-        if group in self.changed:
-            names = self.changed[group]
-            if names is not None:
-                names[member] = None
-        else:
-            self.changed[group] = {member: None}
+        names = self.changed.setdefault(group, {})
+        if names is not None:  # None: the group is written whole
+            names[member] = None
 
     def group_changed(self, group: str) -> None:
         self.changed[group] = None
