@@ -196,3 +196,29 @@ def test_checkpointed_identities_follow_the_index_across_forgetting_and_reupload
             again.restore(orjson.loads(orjson.dumps(snap)))
             assert orjson.dumps(again.snapshot()) == orjson.dumps(snap)
     assert op.counters["evicted"] > 0 and len(op.ids) < offset  # identities were forgotten
+
+
+def test_pending_receipts_at_one_time_score_in_id_order_before_and_after_a_restore():
+    # Pending receipts are kept as one heap entry per occurrence time with the IDs at that
+    # time beside it: equal times score in receipt-ID order, whatever order they came in, and
+    # the checkpoint lists them as [occurred_us, receipt_id] in scoring order.
+    objs = [rcpt("r-c", "m1", 3), rcpt("r-a", "m1", 3), rcpt("r-b", "m2", 3),
+            rcpt("r-z", "m1", 1), rcpt("r-y", "m1", 5)]
+    op = ReceiptScorer(MODEL)
+    feed(op, objs)
+    snap = orjson.loads(orjson.dumps(op.snapshot()))
+    assert snap["pending"] == [[wm(1), "r-z"], [wm(3), "r-a"], [wm(3), "r-b"], [wm(3), "r-c"],
+                               [wm(5), "r-y"]]
+    assert op.state_metrics()["pending"] == 5
+    restored = ReceiptScorer()
+    restored.restore(snap)
+    for scorer in (op, restored):
+        out = Emit()
+        scorer.on_watermark("receipts", wm(4), out)
+        assert [f.fact_key for f in out.facts] == ["r-z|1", "r-a|1", "r-b|1", "r-c|1"]
+        assert scorer.state_metrics()["pending"] == 1
+        scorer.on_end_of_stream(out)
+        assert [f.fact_key for f in out.facts][-1] == "r-y|1"
+        # The facts carry their JSON only; the payload is read back from it, run field too.
+        assert out.facts[0].payload_dict is None
+        assert out.facts[0].payload["watermark"] == at(4)
