@@ -21,11 +21,11 @@ checkpoint holds them as they are."""
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator
 from typing import Any
 
 from ..contracts import Record
+from ..state import TimeQueue
 from .base import DUPLICATE, STALE, Emit, Quarantined
 
 REV, HASH = 0, 1  # every row starts with these; the operator's fields follow
@@ -52,7 +52,7 @@ class IdentityIndex:
         self.rows: dict[str, list[Any]] = {}
         self.time_slot = time_slot
         self.where_slot = where_slot
-        self.candidates: list[tuple[int, str]] = []  # (event time, id), a heap
+        self.candidates = TimeQueue()  # (event time, id)
         # With `track_changes`: the IDs remembered, changed or forgotten since the operator's
         # last checkpoint took them (operators.changes), in the order first changed.
         self.changed: dict[str, None] | None = {} if track_changes else None
@@ -95,7 +95,7 @@ class IdentityIndex:
     def may_forget(self, eid: str, t: int) -> None:
         """The identity of `eid` at event time t may be forgotten once t is below the bound
         given to `evict_before`."""
-        heapq.heappush(self.candidates, (t, eid))
+        self.candidates.push(t, eid)
 
     def left_state(self, versions: list[tuple[str, int]], where: Any) -> None:
         """The versions `(id, revision)` left live state (`where` says where they went): each
@@ -104,32 +104,34 @@ class IdentityIndex:
         ws, ts = self.where_slot, self.time_slot
         if ws is None:
             raise ValueError("left_state needs an index with a where slot")
-        push = heapq.heappush
+        push = candidates.push
         changed = self.changed
         for eid, rev in versions:
             row = rows.get(eid)
             if row is not None and row[REV] == rev:
                 row[ws] = where
-                push(candidates, (row[ts], eid))
+                push(row[ts], eid)
                 if changed is not None:
                     changed[eid] = None
 
     def evict_before(self, bound: int) -> int:
         """Forget the candidates with event time < bound whose rows are as they were when
         named (same event time, not live). Returns how many were forgotten."""
-        heap, rows = self.candidates, self.rows
+        queue, rows = self.candidates, self.rows
+        times = queue.times
         ts, ws = self.time_slot, self.where_slot
         changed = self.changed
         forgotten = 0
-        while heap and heap[0][0] < bound:
-            t, eid = heapq.heappop(heap)
-            row = rows.get(eid)
-            if row is None or row[ts] != t or (ws is not None and row[ws] == LIVE):
-                continue
-            del rows[eid]
-            if changed is not None:
-                changed[eid] = None
-            forgotten += 1
+        while times and times[0] < bound:
+            t, eids = queue.pop_time()
+            for eid in eids:
+                row = rows.get(eid)
+                if row is None or row[ts] != t or (ws is not None and row[ws] == LIVE):
+                    continue
+                del rows[eid]
+                if changed is not None:
+                    changed[eid] = None
+                forgotten += 1
         return forgotten
 
     # ------------------------------------------------------------------ checkpoint
@@ -137,8 +139,7 @@ class IdentityIndex:
         """Restore rows and eviction candidates from a checkpoint (which holds them all: no
         change since it is left to record)."""
         self.rows = {k: list(v) for k, v in rows.items()}
-        self.candidates = [(t, eid) for t, eid in candidates]
-        heapq.heapify(self.candidates)
+        self.candidates = TimeQueue(candidates)
         if self.changed is not None:
             self.changed.clear()
 

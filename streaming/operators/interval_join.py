@@ -25,7 +25,7 @@ from operator import attrgetter
 
 from ..contracts import Record, digest
 from ..keys import compose, escape
-from ..state import KeyedSide
+from ..state import KeyedSide, TimeQueue
 from ..timeutil import NEG_INF, POS_INF, US_PER_MIN, us_to_iso
 from .base import ACCEPTED, ROUTED, Emit, Fact, QueueEntry
 from .identity import CORRECTION, LIVE, REV, IdentityIndex, settle
@@ -232,7 +232,7 @@ class Side:
         self.dropped_max = NEG_INF
         # Event times of queued records per key: a late event near one must not join live.
         self.queued: dict[str, list[int]] = {}
-        self.heap: list[tuple[int, str]] = []  # (event time, key): eviction order
+        self.heap = TimeQueue()  # (event time, key) per entry placed: eviction order
         self.wm = NEG_INF  # this input's watermark
 
 
@@ -540,7 +540,7 @@ class IntervalJoin:
         """Insert an entry into its side's state, eviction heap and (opt-in) TTL heap."""
         side.state.insert(e.key, e.t, e.seq, e, e.size)
         side.live[e.id] = e
-        heapq.heappush(side.heap, (e.t, e.key))
+        side.heap.push(e.t, e.key)
         if self.ttl is not None:
             heapq.heappush(self._ttl_heap, (e.arrival, e.seq, side.topic, e.id))
 
@@ -557,17 +557,17 @@ class IntervalJoin:
             # This input's watermark evicts the other side's entries beyond their horizon.
             other = self._other[topic]
             bound = POS_INF if wm >= POS_INF else wm - other.upper
-            heap = other.heap
-            if heap and heap[0][0] < bound:
-                # The heap holds one (time, key) per entry placed; the first pop of a key
+            queue = other.heap
+            times = queue.times
+            if times and times[0] < bound:
+                # The queue holds one (time, key) per entry placed; the first pop of a key
                 # evicts all of its entries below the bound, so its later pops are skipped.
                 done = set()
-                pop = heapq.heappop
-                while heap and heap[0][0] < bound:
-                    key = pop(heap)[1]
-                    if key not in done:
-                        done.add(key)
-                        self._evict(other, key, bound, out)
+                while times and times[0] < bound:
+                    for key in queue.pop_time()[1]:
+                        if key not in done:
+                            done.add(key)
+                            self._evict(other, key, bound, out)
         self._maybe_prune_identities()
 
     def _maybe_prune_identities(self) -> None:
@@ -770,7 +770,6 @@ class IntervalJoin:
                 e = Entry.load(row)
                 side.state.insert(e.key, e.t, e.seq, e, e.size)
                 side.live[e.id] = e
-                side.heap.append((e.t, e.key))
-            heapq.heapify(side.heap)
+                side.heap.push(e.t, e.key)
         self._ttl_heap = [tuple(x) for x in snap["ttl_heap"]]
         heapq.heapify(self._ttl_heap)

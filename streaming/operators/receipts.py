@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import heapq
 from bisect import bisect_left
 from functools import lru_cache
 from itertools import accumulate
@@ -33,7 +32,7 @@ import orjson
 
 from ..contracts import Record, digest
 from ..models.registry import Model
-from ..state import Held
+from ..state import Held, TimeQueue
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, INT64_MAX, ROUTED, Emit, Fact,
                    QueueEntry, fits_int64)
@@ -139,15 +138,11 @@ class ReceiptScorer:
         # receipt_id -> [revision, payload_hash, occurred_us] for duplicate detection (receipts
         # carry no revision field: every record is revision 1)
         self.ids = IdentityIndex(time_slot=ID_T, track_changes=True)
-        # Receipts not yet scored: their occurrence times, each once, as a heap of plain ints
-        # (a heap of (t, id) tuples compares tuples: 2.7 against 0.5 us a pop and push), and
-        # the receipt IDs at each time, scored in ID order.
-        self.pending: list[int] = []
-        self.pending_ids: dict[int, list[str]] = {}
+        self.pending = TimeQueue()  # (t, id) not yet scored
         # (earliest occurred_us, merchant) per merchant with entries; entries are sorted by
         # time, so what falls below the retention bound is a prefix evicted in one cut. A
         # merchant's row goes stale when its first entry changes (a new row is pushed then).
-        self._evict: list[tuple[int, str]] = []
+        self._evict = TimeQueue()
         # Per merchant, how many entries at the front of its lists are evicted but not yet cut
         # from them (derived, not checkpointed). Eviction takes them out of `entries`,
         # `merchant_of`, the held bytes and the counters at once, as a watermark step must;
@@ -230,12 +225,7 @@ class ReceiptScorer:
             else:
                 self._score(e, rec.key, out)
         else:
-            ids = self.pending_ids.get(t)
-            if ids is None:
-                self.pending_ids[t] = [rec.id]
-                heapq.heappush(self.pending, t)
-            else:
-                ids.append(rec.id)
+            self.pending.push(t, rec.id)
         self._track_peak()
 
     def _insert(self, rec: Record, state: int) -> list[Any]:
@@ -273,7 +263,7 @@ class ReceiptScorer:
         self.held.hold(rec.size)
         self.merchant_of[rec.id] = rec.key
         if i == dead:
-            heapq.heappush(self._evict, (t, rec.key))
+            self._evict.push(t, rec.key)
         return e
 
     def _overflows(self, merchant: str, t: int, amount: int) -> bool:
@@ -366,47 +356,47 @@ class ReceiptScorer:
         if wm <= self.wm:
             return
         self.wm = wm
-        pending, pending_ids = self.pending, self.pending_ids
-        while pending and pending[0] <= wm:
-            ids = pending_ids.pop(heapq.heappop(pending))
-            if len(ids) > 1:
-                ids.sort()
-            for rid in ids:
+        pending = self.pending
+        times = pending.times
+        while times and times[0] <= wm:
+            for rid in pending.pop_time()[1]:
                 self._score(self.entries[rid], self.merchant_of[rid], out)
         self._evict_below(wm - RETENTION_US if wm < POS_INF else POS_INF)
 
     def _evict_below(self, bound: int) -> None:
-        heap, deads = self._evict, self._dead
+        queue, deads = self._evict, self._dead
         entries, merchant_of, held = self.entries, self.merchant_of, self.held
-        while heap and heap[0][0] < bound:
-            t, merchant = heapq.heappop(heap)
-            times = self._times.get(merchant)
-            dead = deads.get(merchant, 0)
-            if not times or times[dead] != t:
-                continue  # stale: the merchant's first entry changed and has its own row
-            k = bisect_left(times, bound, dead)
-            lst = self.by_merchant[merchant]
-            for e in lst[dead:k]:
-                del entries[e[ID]], merchant_of[e[ID]]
-                held.release(e[SIZE])
-            self.counters["evicted"] += k - dead
-            if k == len(lst):
-                del self.by_merchant[merchant], self._times[merchant], self._amounts[merchant]
-                del self._cum[merchant], self._max_abs[merchant]
-                deads.pop(merchant, None)
-                continue
-            if k >= COMPACT_AFTER or 2 * k >= len(lst):
-                del lst[:k], times[:k], self._amounts[merchant][:k]
-                cum = self._cum[merchant]
-                if len(cum) > k:
-                    del cum[:k]
-                else:  # no valid total at the new first entry: start again from a base of 0
-                    cum[:] = [0]
-                deads.pop(merchant, None)
-                k = 0
-            else:
-                deads[merchant] = k
-            heapq.heappush(heap, (times[k], merchant))
+        first = queue.times
+        while first and first[0] < bound:
+            t, merchants = queue.pop_time()
+            for merchant in merchants:
+                times = self._times.get(merchant)
+                dead = deads.get(merchant, 0)
+                if not times or times[dead] != t:
+                    continue  # stale: the merchant's first entry changed and has its own row
+                k = bisect_left(times, bound, dead)
+                lst = self.by_merchant[merchant]
+                for e in lst[dead:k]:
+                    del entries[e[ID]], merchant_of[e[ID]]
+                    held.release(e[SIZE])
+                self.counters["evicted"] += k - dead
+                if k == len(lst):
+                    del self.by_merchant[merchant], self._times[merchant]
+                    del self._amounts[merchant], self._cum[merchant], self._max_abs[merchant]
+                    deads.pop(merchant, None)
+                    continue
+                if k >= COMPACT_AFTER or 2 * k >= len(lst):
+                    del lst[:k], times[:k], self._amounts[merchant][:k]
+                    cum = self._cum[merchant]
+                    if len(cum) > k:
+                        del cum[:k]
+                    else:  # no valid total at the new first entry: start again from 0
+                        cum[:] = [0]
+                    deads.pop(merchant, None)
+                    k = 0
+                else:
+                    deads[merchant] = k
+                queue.push(times[k], merchant)
         self.ids.evict_before(bound - DEDUP_HORIZON_US if bound < POS_INF else NEG_INF)
 
     def live_entries(self, merchant: str) -> list[list[Any]]:
@@ -434,7 +424,7 @@ class ReceiptScorer:
                       "pin_seq": self.pin_seq} if self.model else None,
             "tolerance_us": self.tolerance, "wm": self.wm,
             "merchants": {m: self.live_entries(m) for m in self.by_merchant},
-            "pending": self.pending_pairs(),
+            "pending": [list(p) for p in self.pending.pairs()],
             "counters": self.counters, "peak": self.peak,
         }
         assert self.ids.changed is not None  # tracked since __init__ and restore
@@ -457,8 +447,8 @@ class ReceiptScorer:
         self._max_abs = {k: max(map(abs, v)) for k, v in self._amounts.items() if v}
         self.entries = {}
         self.merchant_of = {}
-        self._evict = [(lst[0][T], merchant) for merchant, lst in self.by_merchant.items() if lst]
-        heapq.heapify(self._evict)
+        self._evict = TimeQueue((lst[0][T], merchant)
+                                for merchant, lst in self.by_merchant.items() if lst)
         self._dead = {}
         self.held = Held()
         for merchant, lst in self.by_merchant.items():
@@ -469,18 +459,9 @@ class ReceiptScorer:
         self.ids = IdentityIndex(time_slot=ID_T, track_changes=True)
         self.ids.load({k: [1, h, t] for k, (h, t) in snap["ids"].items()},
                       [(t, k) for k, (_, t) in snap["ids"].items()])
-        self.pending_ids = {}
-        for t, rid in snap["pending"]:
-            self.pending_ids.setdefault(t, []).append(rid)
-        self.pending = list(self.pending_ids)
-        heapq.heapify(self.pending)
+        self.pending = TimeQueue((t, rid) for t, rid in snap["pending"])
         self.counters = dict(snap["counters"])
         self.peak = dict(snap["peak"])
-
-    def pending_pairs(self) -> list[list[Any]]:
-        """The receipts waiting for the watermark as [occurred_us, receipt_id], in the order
-        they will be scored (the checkpoint's layout)."""
-        return [[t, rid] for t in sorted(self.pending) for rid in sorted(self.pending_ids[t])]
 
     def _track_peak(self) -> None:
         held = self.held
@@ -490,8 +471,7 @@ class ReceiptScorer:
 
     def state_metrics(self) -> dict[str, Any]:
         return {"state_records": len(self.entries), "state_bytes": self.held.bytes,
-                "pending": sum(map(len, self.pending_ids.values())),
-                "dedup_ids": len(self.ids),
+                "pending": len(self.pending), "dedup_ids": len(self.ids),
                 "merchants": len(self.by_merchant), "watermark": us_to_iso(self.wm),
                 "model_revision": self.model.revision if self.model else None,
                 "peak": dict(self.peak), **self.counters}
