@@ -103,6 +103,8 @@ def test_payment_age_alone_never_evicts():
 
 def test_too_short_ttl_loses_a_valid_match():
     op = IntervalJoin(ttl_us=5 * 60_000_000)
+    # Only the TTL mode asks the host for a clock tick after every record.
+    assert op.clocked and not IntervalJoin().clocked
     out = Emit()
     s = record(sig("s", M, -40))
     op.on_record(s, out)

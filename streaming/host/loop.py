@@ -335,6 +335,10 @@ class Worker:
         r: list = []
         tp: TP = ("", -1)
         tps = ""
+        # An operator that decides nothing by the clock is not called after every record.
+        on_clock = op.on_clock if getattr(op, "clocked", True) else None
+        if raws and self.stream_start <= NEG_INF:
+            self.stream_start = raws[0].arrival_us
         t_batch = clock()
         for i, raw in enumerate(raws):
             off = raw.offset
@@ -350,8 +354,6 @@ class Worker:
             positions[tp] = off + 1
             if raw.arrival_us > self.clock:
                 self.clock = raw.arrival_us
-            if self.stream_start <= NEG_INF:
-                self.stream_start = raw.arrival_us
             wm = wms[raw.topic]
             contract = contracts[raw.topic]
             t_rec = clock()
@@ -371,7 +373,8 @@ class Worker:
                 op.on_record(rec, out)
                 if wm.observe(raw.partition, rec.event_us, raw.arrival_us):
                     op.on_watermark(raw.topic, wm.wm, out)
-            op.on_clock(self.clock, out)
+            if on_clock is not None:
+                on_clock(self.clock, out)
             # Idleness: follow journaled decisions on replay, decide from evidence otherwise.
             if following:
                 while pi < len(pending) and pending[pi][0] == i:

@@ -18,9 +18,10 @@ TP = tuple[str, int]
 
 
 class Operator(Protocol):
-    """A pure state machine the host feeds. An optional extra the host looks up by name:
+    """A pure state machine the host feeds. Optional extras the host looks up by name:
     `snapshot_parts()` (operators.changes), which lets a checkpoint hold the operator's large
-    maps as their changes since the checkpoint before it."""
+    maps as their changes since the checkpoint before it; and `clocked`, false when `on_clock`
+    decides nothing (the host then skips calling it after every record; absent means true)."""
 
     pipeline: str
     state_schema: str

@@ -618,6 +618,11 @@ class IntervalJoin:
             if em is not None and em > side.dropped_max:
                 side.dropped_max = em
 
+    @property
+    def clocked(self) -> bool:
+        """Only the opt-in TTL mode evicts on age: without it the host need not tick."""
+        return self.ttl is not None
+
     def on_clock(self, clock_us: int, out: Emit) -> None:
         """Source-time clock tick: only the opt-in TTL mode evicts on age."""
         if self.ttl is None:

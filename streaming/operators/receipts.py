@@ -406,8 +406,10 @@ class ReceiptScorer:
         dead = self._dead.get(merchant, 0)
         return lst[dead:] if dead else lst
 
+    clocked = False  # nothing here is decided by a clock: the host need not call on_clock
+
     def on_clock(self, clock_us: int, out: Emit) -> None:
-        return None  # nothing here is decided by a clock
+        return None
 
     def on_end_of_stream(self, out: Emit) -> None:
         self.on_watermark(TOPIC, POS_INF, out)
