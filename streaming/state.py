@@ -140,13 +140,18 @@ class TimeQueue:
     """(time, item) pairs taken out oldest first, equal times in item order: what a heap of
     (time, item) tuples gives, kept as a heap of the distinct times (plain ints) and the items
     at each time. A tuple heap compares tuples at every level of every push and pop (2.7 us a
-    pop and push against 0.5 us for ints, measured over 22,000 entries); ints compare in C."""
+    pop and push against 0.5 us for ints, measured over 22,000 entries); ints compare in C.
+
+    A time with one item holds the item itself, not a list of one: most times hold one, and
+    a list per time was an object the garbage collector walks on every full collection, where
+    the tuples it replaced were untracked (a million of them in a receipt scorer's dedup
+    horizon). Items are never lists."""
 
     __slots__ = ("times", "items", "size")
 
     def __init__(self, pairs: Iterable[tuple[int, Any]] = ()) -> None:
         self.times: list[int] = []
-        self.items: dict[int, list[Any]] = {}
+        self.items: dict[int, Any] = {}  # time -> its item, or a list of its items
         self.size = 0
         for t, item in pairs:
             self.push(t, item)
@@ -155,24 +160,29 @@ class TimeQueue:
         return self.size
 
     def push(self, t: int, item: Any) -> None:
-        at = self.items.get(t)
+        items = self.items
+        at = items.get(t)
         if at is None:
-            self.items[t] = [item]
+            items[t] = item
             heappush(self.times, t)
-        else:
+        elif type(at) is list:
             at.append(item)
+        else:
+            items[t] = [at, item]
         self.size += 1
 
     def first(self) -> int | None:
         """The oldest time held, or None when empty."""
         return self.times[0] if self.times else None
 
-    def pop_time(self) -> tuple[int, list[Any]]:
+    def pop_time(self) -> tuple[int, list[Any] | tuple[Any]]:
         """Take out the oldest time and its items, in item order."""
         t = heappop(self.times)
         at = self.items.pop(t)
-        if len(at) > 1:
-            at.sort()
+        if type(at) is not list:
+            self.size -= 1
+            return t, (at,)
+        at.sort()
         self.size -= len(at)
         return t, at
 
@@ -186,9 +196,13 @@ class TimeQueue:
             for item in at:
                 yield t, item
 
+    def _at(self, t: int) -> list[Any]:
+        at = self.items[t]
+        return sorted(at) if type(at) is list else [at]
+
     def pairs(self) -> list[tuple[int, Any]]:
         """Every pair, in the order they would be taken out (for checkpoints and views)."""
-        return [(t, item) for t in sorted(self.times) for item in sorted(self.items[t])]
+        return [(t, item) for t in sorted(self.times) for item in self._at(t)]
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         return iter(self.pairs())

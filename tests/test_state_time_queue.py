@@ -47,8 +47,8 @@ def test_taken_in_the_order_of_a_tuple_heap(first, bounds, later, anywhere):
 def test_pop_time_hands_out_one_time_with_its_items_sorted():
     queue = TimeQueue([(5, "b"), (3, "z"), (5, "a"), (3, "y"), (9, "c")])
     assert queue.first() == 3
-    assert queue.pop_time() == (3, ["y", "z"])
+    assert queue.pop_time() == (3, ["y", "z"])  # several items at a time: a sorted list
     assert list(queue.pop_before(6)) == [(5, "a"), (5, "b")]
     assert len(queue) == 1 and queue.pairs() == [(9, "c")] and list(queue) == [(9, "c")]
-    assert list(queue.pop_before(9)) == [] and queue.pop_time() == (9, ["c"])
+    assert list(queue.pop_before(9)) == [] and queue.pop_time() == (9, ("c",))  # one item
     assert len(queue) == 0 and queue.first() is None
