@@ -15,8 +15,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[orchestration,evidence,test]'
 	touch $(STAMP)
 
+# The compiled core (streaming/native.py): rebuilt whenever one of its sources changed since the
+# last build; a no-op otherwise.
 setup: $(STAMP)
 	@if [ -f dbt_project/dbt_project.yml ]; then $(PY) -m orchestration.prepare_dbt; fi
+	@RISKSTREAM_NATIVE=off $(PY) -m riskstream_tools.native_build ensure
 
 demo: setup
 	$(PY) -m riskstream_tools.demo

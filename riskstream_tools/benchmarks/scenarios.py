@@ -382,8 +382,11 @@ def run_scenario(scenario: str, workdir: str, n: int) -> dict:
 
 if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "child":
+        from streaming import native
+
         _, _, name, src_, url_, n_ = sys.argv
-        print(json.dumps(CHILDREN[name](src_, url_, int(n_)), default=str))
+        print(json.dumps({**CHILDREN[name](src_, url_, int(n_)), "core": native.active},
+                         default=str))
     else:
         raise SystemExit(
             "usage: python -m riskstream_tools.benchmarks.scenarios child NAME SRC URL N")

@@ -164,8 +164,8 @@ def apply_changes(snapshot: dict[str, Any], whole: dict[str, Any],
             if change is None:
                 target.pop(k, None)
                 continue
-            whole, members = change
-            if whole:
+            replaces_group, members = change
+            if replaces_group:
                 target[k] = dict(members)
                 continue
             group = target.get(k)

@@ -1,0 +1,70 @@
+"""Builds the compiled core (streaming.native) in place with mypyc. `make setup` runs
+`python -m riskstream_tools.native_build ensure`, which builds unless the build is current.
+Build-time only: the runtime never imports mypyc or setuptools."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from mypyc.build import mypycify
+from setuptools import setup  # type: ignore[import-untyped]
+
+from streaming import native
+from streaming.native import COMPILED, GROUP, MANIFEST, ROOT
+
+
+def build(opt_level: str = "3") -> list[Path]:
+    """Compile the set in place and record the sources' hashes. Raises on failure (a type
+    error the compiler rejects, or no C compiler); the package then stays pure Python."""
+    clean()
+    sources = [str(native.source_path(m).relative_to(ROOT)) for m in COMPILED]
+    cwd = os.getcwd()
+    os.chdir(ROOT)  # mypyc names modules by their path from the working directory
+    try:
+        setup(name="riskstream-native",
+              ext_modules=mypycify(sources, opt_level=opt_level, group_name=GROUP),
+              script_args=["--quiet", "build_ext", "--inplace", "--build-temp", "build/native",
+                           "--build-lib", "build/native-lib"])
+    finally:
+        os.chdir(cwd)
+    built = native.extension_paths()
+    if len(built) != len(COMPILED) + 1:
+        raise RuntimeError(f"native build produced {len(built)} of {len(COMPILED) + 1} files")
+    MANIFEST.write_text(json.dumps({"sources": native.source_hashes()}, indent=1) + "\n")
+    return built
+
+
+def clean() -> None:
+    """Remove the compiled files and the manifest (the package then runs pure Python)."""
+    MANIFEST.unlink(missing_ok=True)
+    for path in native.extension_paths():
+        path.unlink()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = args[0] if args else "status"
+    if command == "ensure" and native.decide("auto") == "compiled":
+        print("native core: compiled and current")
+    elif command in ("build", "ensure"):
+        print(f"native core: compiling {len(COMPILED)} modules with mypyc (about 30 s)")
+        built = build()
+        print(f"native core: compiled {len(COMPILED)} modules ({len(built)} files)")
+    elif command == "clean":
+        clean()
+        print("native core: removed; the package runs pure Python")
+    elif command == "status":
+        print(f"native core: {native.decide(os.environ.get(native.ENV_VAR, 'auto'))}")
+    else:
+        print("usage: python -m riskstream_tools.native_build [build|ensure|clean|status]",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
