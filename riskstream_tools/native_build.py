@@ -17,7 +17,7 @@ from streaming import native
 from streaming.native import COMPILED, GROUP, MANIFEST, ROOT
 
 
-def build(opt_level: str = "3") -> list[Path]:
+def build(opt_level: str = "3") -> dict[str, Path]:
     """Compile the set in place and record the sources' hashes. Raises on failure (a type
     error the compiler rejects, or no C compiler); the package then stays pure Python."""
     clean()
@@ -31,17 +31,19 @@ def build(opt_level: str = "3") -> list[Path]:
                            "--build-lib", "build/native-lib"])
     finally:
         os.chdir(cwd)
-    built = native.extension_paths()
-    if len(built) != len(COMPILED) + 1:
-        raise RuntimeError(f"native build produced {len(built)} of {len(COMPILED) + 1} files")
+    built = native.extension_files()
+    missing = [m for m in (*COMPILED, native.GROUP_LIBRARY) if m not in built]
+    if missing:
+        raise RuntimeError(f"the native build did not produce {', '.join(missing)}")
     MANIFEST.write_text(json.dumps({"sources": native.source_hashes()}, indent=1) + "\n")
     return built
 
 
 def clean() -> None:
-    """Remove the compiled files and the manifest (the package then runs pure Python)."""
+    """Remove the manifest and every extension module in the package (the build's and any left
+    by an earlier build of a longer list); the package then runs pure Python."""
     MANIFEST.unlink(missing_ok=True)
-    for path in native.extension_paths():
+    for path in native.extension_files().values():
         path.unlink()
 
 

@@ -1,20 +1,23 @@
 """The compiled core: the pure state machines built as C extension modules by mypyc.
 
 The Python sources stay the one definition of every rule. `make setup` compiles the modules in
-`COMPILED` in place (`python -m riskstream_tools.native_build`): each gets a C extension next to its
-source, which Python imports in preference to the `.py`, and the build records a hash of every
-source it compiled. The compiled modules call one another natively (a compiled operator reads a
-compiled `TimeQueue`'s fields as C struct members), so the set is used whole or not at all.
+`COMPILED` in place (`python -m riskstream_tools.native_build ensure`): each gets a C extension
+next to its source, which Python imports in preference to the `.py`, and the build records a
+hash of every source it compiled. The compiled modules call one another natively (a compiled
+operator reads a compiled `TimeQueue`'s fields as C struct members), so the set is used whole
+or not at all.
 
-On import the package checks the recorded hashes (`select`, called by `streaming/__init__`).
-The compiled set is used only when every source is unchanged since the build; otherwise every
-module of the set loads from its source:
-- sources edited after the build: pure Python, with a warning naming the first changed file
-  (a stale extension must never shadow the code a developer just changed);
+On import the package decides (`select`, called by `streaming/__init__`). The compiled set is
+used only when every source is unchanged since the build; otherwise every module of the set
+loads from its source:
+- a source edited after the build: pure Python, with a warning naming the file (a stale
+  extension must never shadow the code a developer just changed);
+- an extension of a module outside the set (left by an earlier build): pure Python, with a
+  warning, that module included;
 - `RISKSTREAM_NATIVE=off`: pure Python, on purpose (debugging, or the equality test that runs
   both builds on one recording);
 - no build: pure Python, silently (a checkout that never ran `make setup`).
-Both builds give the same facts, byte for byte (tests/test_native.py)."""
+Both builds write the same facts, byte for byte (tests/test_native.py)."""
 
 from __future__ import annotations
 
@@ -30,10 +33,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-# The pure core that is compiled: keyed state, keys, times and the three operators. Hosts,
-# sources and sinks stay interpreted (they spend their time in I/O, SQLite and msgspec).
+# The pure core that is compiled: keyed state, watermarks, keys, times, the join and the ledger.
+# Hosts, sources and sinks stay interpreted (their time goes to I/O, SQLite and msgspec). The
+# receipt scorer stays interpreted too: compiled, it ran no faster and its worker's peak memory
+# grew by 44%, because a compiled function unboxes the event times it is handed and boxes new
+# int objects where the interpreter shares one (docs/performance.md, "the compiled core").
 COMPILED: tuple[str, ...] = (
     "streaming.state",
+    "streaming.watermarks",
     "streaming.keys",
     "streaming.timeutil",
     "streaming.operators.base",
@@ -42,11 +49,11 @@ COMPILED: tuple[str, ...] = (
     "streaming.operators.interval_join",
     "streaming.operators.ledger_categories",
     "streaming.operators.ledger",
-    "streaming.operators.receipts",
 )
 # The shared library mypyc builds for the group lives inside the package, so it imports from
 # wherever the package does (an editable install maps packages, not the project root).
 GROUP = "streaming._native"
+GROUP_LIBRARY = f"{GROUP}__mypyc"
 ENV_VAR = "RISKSTREAM_NATIVE"
 PACKAGE_DIR = Path(__file__).resolve().parent
 ROOT = PACKAGE_DIR.parent
@@ -64,32 +71,44 @@ def source_hashes(modules: Sequence[str] = COMPILED) -> dict[str, str]:
     return {m: hashlib.sha256(source_path(m).read_bytes()).hexdigest() for m in modules}
 
 
-def extension_paths() -> list[Path]:
-    """Every compiled file of the set that is on disk (modules and the group library)."""
-    found: list[Path] = []
-    for module in (*COMPILED, GROUP):
-        parent = ROOT.joinpath(*module.split(".")[:-1])
-        stem = module.rsplit(".", 1)[-1] + ("__mypyc" if module == GROUP else "")
+def extension_files() -> dict[str, Path]:
+    """Every extension module file in the package, by module name: the build's, and any left
+    by an earlier build of a longer list (which would otherwise shadow its source)."""
+    found: dict[str, Path] = {}
+    for path in PACKAGE_DIR.rglob("*.so"):
         for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            path = parent / f"{stem}{suffix}"
-            if path.exists():
-                found.append(path)
+            if path.name.endswith(suffix):
+                rel = path.relative_to(ROOT).as_posix()[:-len(suffix)]
+                found[rel.replace("/", ".")] = path
+                break
     return found
 
 
 class _SourceFinder(importlib.abc.MetaPathFinder):
-    """Loads every module of the compiled set from its `.py`, ahead of the extensions."""
+    """Loads the named modules from their `.py`, ahead of any extension module."""
+
+    def __init__(self, modules: Sequence[str]) -> None:
+        self.modules = frozenset(modules)
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname in COMPILED:
+        if fullname in self.modules:
             return importlib.util.spec_from_file_location(fullname, source_path(fullname))
         return None
 
 
+def _strays(found: dict[str, Path]) -> list[str]:
+    return sorted(m for m in found if m not in COMPILED and m != GROUP_LIBRARY)
+
+
 def decide(setting: str) -> str:
+    """"compiled" when the compiled set is current and whole, else "pure: <why>"."""
     if setting.strip().lower() in ("off", "0", "false", "no"):
         return f"pure: {ENV_VAR}={setting}"
+    found = extension_files()
+    strays = _strays(found)
+    if strays:
+        return f"pure: {found[strays[0]].relative_to(ROOT)} is not part of the native build"
     if not MANIFEST.exists():
         return "pure: not built"
     recorded = json.loads(MANIFEST.read_text()).get("sources", {})
@@ -97,7 +116,7 @@ def decide(setting: str) -> str:
     changed = [m for m in COMPILED if recorded.get(m) != current[m]]
     if changed:
         return f"pure: {source_path(changed[0]).relative_to(ROOT)} changed since the native build"
-    if len(extension_paths()) != len(COMPILED) + 1:
+    if any(m not in found for m in (*COMPILED, GROUP_LIBRARY)):
         return "pure: native build incomplete"
     return "compiled"
 
@@ -109,8 +128,10 @@ def select(environ: dict[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     decision = decide(env.get(ENV_VAR, "auto"))
     if decision != "compiled" and not any(isinstance(f, _SourceFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _SourceFinder())
-        if "changed since" in decision or "incomplete" in decision:
+        sources = [m for m in (*COMPILED, *_strays(extension_files()))
+                   if source_path(m).exists()]
+        sys.meta_path.insert(0, _SourceFinder(sources))
+        if decision not in ("pure: not built",) and not decision.startswith(f"pure: {ENV_VAR}"):
             warnings.warn(f"riskstream core runs as {decision}; `make setup` rebuilds it",
                           RuntimeWarning, stacklevel=2)
     active = decision

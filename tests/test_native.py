@@ -5,6 +5,7 @@ and pure builds write the same facts, byte for byte, on every pipeline."""
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import json
 import os
 import sqlite3
@@ -62,6 +63,18 @@ def test_a_source_changed_since_the_build_is_named_and_runs_pure(tmp_path, monke
     monkeypatch.setattr(native, "MANIFEST", tmp_path / "absent.json")
     assert native.decide("auto") == "pure: not built"
     assert native.decide("off") == f"pure: {native.ENV_VAR}=off"
+
+
+def test_an_extension_outside_the_set_is_named_and_runs_pure(tmp_path, monkeypatch):
+    # Left by an earlier build of a longer list: it would shadow its source if used.
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    stray = tmp_path / "streaming" / "operators" / f"receipts{suffix}"
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(b"")
+    monkeypatch.setattr(native, "PACKAGE_DIR", tmp_path / "streaming")
+    monkeypatch.setattr(native, "ROOT", tmp_path)
+    assert native.decide("auto") == (
+        f"pure: streaming/operators/receipts{suffix} is not part of the native build")
 
 
 def _facts(db: str) -> list[tuple]:
