@@ -216,7 +216,7 @@ class Side:
     run one code path with their own bounds, as in Flink's IntervalJoinOperator."""
 
     __slots__ = ("topic", "is_payment", "lower", "upper", "state", "ids", "live",
-                 "evicted_max", "dropped_max", "queued", "heap", "wm", "label")
+                 "evicted_max", "dropped_max", "queued", "eviction_order", "wm", "label")
 
     def __init__(self, topic: str, lower: int, upper: int):
         self.topic = topic
@@ -232,7 +232,7 @@ class Side:
         self.dropped_max = NEG_INF
         # Event times of queued records per key: a late event near one must not join live.
         self.queued: dict[str, list[int]] = {}
-        self.heap = TimeQueue()  # (event time, key) per entry placed: eviction order
+        self.eviction_order = TimeQueue()  # (event time, key) per entry placed
         self.wm = NEG_INF  # this input's watermark
 
 
@@ -537,10 +537,10 @@ class IntervalJoin:
         self._track_peak(new.key)
 
     def _place(self, side: Side, e: Entry) -> None:
-        """Insert an entry into its side's state, eviction heap and (opt-in) TTL heap."""
+        """Insert an entry into its side's state, eviction order and (opt-in) TTL heap."""
         side.state.insert(e.key, e.t, e.seq, e, e.size)
         side.live[e.id] = e
-        side.heap.push(e.t, e.key)
+        side.eviction_order.push(e.t, e.key)
         if self.ttl is not None:
             heapq.heappush(self._ttl_heap, (e.arrival, e.seq, side.topic, e.id))
 
@@ -557,7 +557,7 @@ class IntervalJoin:
             # This input's watermark evicts the other side's entries beyond their horizon.
             other = self._other[topic]
             bound = POS_INF if wm >= POS_INF else wm - other.upper
-            queue = other.heap
+            queue = other.eviction_order
             times = queue.times
             if times and times[0] < bound:
                 # The queue holds one (time, key) per entry placed; the first pop of a key
@@ -775,6 +775,6 @@ class IntervalJoin:
                 e = Entry.load(row)
                 side.state.insert(e.key, e.t, e.seq, e, e.size)
                 side.live[e.id] = e
-                side.heap.push(e.t, e.key)
+                side.eviction_order.push(e.t, e.key)
         self._ttl_heap = [tuple(x) for x in snap["ttl_heap"]]
         heapq.heapify(self._ttl_heap)
