@@ -42,6 +42,7 @@ COMPILED: tuple[str, ...] = (
     "streaming.state",
     "streaming.watermarks",
     "streaming.keys",
+    "streaming.hashing",
     "streaming.timeutil",
     "streaming.operators.base",
     "streaming.operators.identity",

@@ -115,11 +115,16 @@ def us_to_iso(us: int | None) -> str | None:
         if len(_DAY_CACHE) < 100_000:
             _DAY_CACHE[day] = date
     secs, micros = divmod(rem, US_PER_S)
-    h, r = divmod(secs, 3600)
-    m, sec = divmod(r, 60)
+    minute, sec = divmod(secs, 60)
+    # Table lookups, not format specs: `:02d` costs a format call per field.
     if micros:
-        return f"{date}T{h:02d}:{m:02d}:{sec:02d}.{micros:06d}Z"
-    return f"{date}T{h:02d}:{m:02d}:{sec:02d}Z"
+        return f"{date}T{_HHMM[minute]}{_TWO_DIGITS[sec]}.{micros:06d}Z"
+    return f"{date}T{_HHMM[minute]}{_TWO_DIGITS[sec]}Z"
+
+
+# "HH:MM:" by minute of the day, and "SS" by second.
+_HHMM = [f"{m // 60:02d}:{m % 60:02d}:" for m in range(24 * 60)]
+_TWO_DIGITS = [f"{n:02d}" for n in range(60)]
 
 
 def iso(dt: datetime) -> str:

@@ -2,8 +2,9 @@
 quarantine reason per defect, canonical payload hashing and the published JSON Schemas."""
 
 from .bounds import MAX_ABS_CENTS, MAX_ID_LENGTH, MAX_REVISION, SUPPORTED_SCHEMA_VERSIONS
+from ..hashing import digest
 from .core import (CLOCK_FAULT_US, Contract, InvalidRecord, Record, canonical_hash, decode,
-                   digest, parse_line, payload_hash, quarantine_text, validate)
+                   parse_line, payload_hash, quarantine_text, validate)
 from .topics import CONTRACTS, MERCHANT_CATEGORY, PAYMENT, RECEIPT, RISK_SIGNAL, register
 
 __all__ = ["CLOCK_FAULT_US", "CONTRACTS", "Contract", "InvalidRecord", "MAX_ABS_CENTS",

@@ -13,7 +13,6 @@ vs `1.0`) therefore hashes equal; the hash is taken once over these bytes, which
 
 from __future__ import annotations
 
-import hashlib
 import operator
 import typing
 from datetime import datetime, timedelta, timezone
@@ -22,6 +21,7 @@ from typing import Any, cast
 import msgspec
 import orjson
 
+from ..hashing import digest
 from ..timeutil import US_PER_MIN
 from . import bounds as B
 from . import reasons as R
@@ -38,7 +38,6 @@ _DETAIL_MAX = 200
 _FORBIDDEN = B.FORBIDDEN_ID_CHAR
 _encode = msgspec.json.encode
 _asdict = msgspec.structs.asdict
-_blake2b = hashlib.blake2b
 _SORTED = orjson.OPT_SORT_KEYS
 _MIN_US = (B.MIN_INSTANT - _EPOCH) // _ONE_US
 _MAX_US = (B.MAX_INSTANT - _EPOCH) // _ONE_US
@@ -74,11 +73,6 @@ class InvalidRecord(Exception):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
-
-
-def digest(raw: bytes) -> str:
-    """The project's content hash: blake2b-128 of `raw`, as hex (payload hashes, pair IDs)."""
-    return _blake2b(raw, digest_size=16).hexdigest()
 
 
 def payload_hash(payload: dict[str, Any]) -> str:

@@ -23,7 +23,8 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable
 from operator import attrgetter
 
-from ..contracts import Record, digest
+from ..contracts import Record
+from ..hashing import digest
 from ..keys import compose, escape
 from ..state import KeyedSide, TimeQueue
 from ..timeutil import NEG_INF, POS_INF, US_PER_MIN, us_to_iso
@@ -149,7 +150,7 @@ class Entry:
     """A payment or signal held in state. `matches` maps counterpart id -> current pair id."""
 
     __slots__ = ("id", "rev", "t", "key", "seq", "size", "payload", "matches", "outcome",
-                 "outcome_seq", "arrival", "_iso", "eid", "parts")
+                 "outcome_seq", "arrival", "_iso", "eid", "payment_parts", "signal_parts")
 
     def __init__(self, id: str, rev: int, t: int, key: str, seq: int, size: int,
                  payload: dict[str, Any], arrival: int) -> None:
@@ -166,8 +167,10 @@ class Entry:
         self.outcome_seq = 0
         self._iso: str | None = None
         self.eid = escape(id)  # the ID as a composite-key part, escaped once per entry
-        # PaymentParts or SignalParts, made by the operator when the entry first needs them.
-        self.parts: Any = None
+        # The entry's fact parts, made by the operator when the entry first needs them (typed
+        # per side, so compiled code reads their fields by position).
+        self.payment_parts: PaymentParts | None = None
+        self.signal_parts: SignalParts | None = None
 
     @property
     def iso(self) -> str:
@@ -381,19 +384,20 @@ class IntervalJoin:
 
     # ------------------------------------------------------------------ facts
     def _payment_parts(self, p: Entry) -> PaymentParts:
-        parts = p.parts = payment_parts(self.rule_version, self._rule_eid, p.eid, p.id, p.rev,
-                                        p.key, p.t, p.iso, p.payload.get("amount_cents"))
+        parts = p.payment_parts = payment_parts(self.rule_version, self._rule_eid, p.eid, p.id,
+                                                p.rev, p.key, p.t, p.iso,
+                                                p.payload.get("amount_cents"))
         return parts
 
     def _signal_parts(self, s: Entry) -> SignalParts:
-        parts = s.parts = signal_parts(s.eid, s.id, s.rev, s.iso, s.payload.get("score"))
+        parts = s.signal_parts = signal_parts(s.eid, s.id, s.rev, s.iso, s.payload.get("score"))
         return parts
 
     def _publish(self, p: Entry, s: Entry, out: Emit) -> str:
         # The fact of pair_payload(...) under pair_fact_key(...), assembled from the entries'
         # cached parts (see `payment_parts`).
-        pp = p.parts or self._payment_parts(p)
-        sp = s.parts or self._signal_parts(s)
+        pp = p.payment_parts or self._payment_parts(p)
+        sp = s.signal_parts or self._signal_parts(s)
         pid = digest(f"{pp.pid_head}{sp.pid_tail}".encode())
         pjson = f"{pp.pair_head}{pid}{pp.pair_mid}{sp.pair_tail}"
         out.facts.append(Fact(
@@ -425,7 +429,7 @@ class IntervalJoin:
         # The fact of outcome_payload(...), assembled from the payment's cached parts.
         seq = p.outcome_seq = p.outcome_seq + 1
         p.outcome = status
-        pp = p.parts or self._payment_parts(p)
+        pp = p.payment_parts or self._payment_parts(p)
         n = len(p.matches)
         pjson = f"{pp.outcome_head}{n}{pp.outcome_mid}{_STATUS_TAIL[status]}"
         out.facts.append(Fact(f"{pp.outcome_key_head}{seq}", "outcome", p.id, status, None,

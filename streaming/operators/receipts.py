@@ -29,7 +29,8 @@ from itertools import accumulate
 
 import orjson
 
-from ..contracts import Record, digest
+from ..contracts import Record
+from ..hashing import digest
 from ..models.registry import Model
 from ..state import Held, TimeQueue
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
