@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
@@ -110,8 +112,8 @@ def make_engine(url: str, batch_writer: bool = False) -> Engine:
             # and page splits per batch of wide fact rows; measured -11% commit CPU and a 15%
             # smaller store (docs/performance.md, sixth round).
             cur.execute(f"PRAGMA page_size={lite.page_bytes}")
-            cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA busy_timeout=30000")
+            _enable_wal(cur)
             cur.execute("PRAGMA synchronous=FULL")
             # Above SQLite's default 2 MiB, which the unique fact index outgrows after a few
             # hundred thousand facts (why not more: SqliteSettings.cache_kib).
@@ -130,6 +132,25 @@ def make_engine(url: str, batch_writer: bool = False) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+def _enable_wal(cur: sqlite3.Cursor, timeout_s: float = 30.0) -> None:
+    """Put the store in WAL mode (kept in the file: only its first connection changes it).
+    Connections that open a new store at the same moment all try the change, which takes an
+    exclusive lock from a shared one; SQLite answers one of them "database is locked" at once
+    instead of waiting (it would deadlock), whatever the busy timeout. That one retries."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.005
+    while True:
+        try:
+            if cur.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
 
 
 def _columns(rows: list[dict]) -> list[str]:
