@@ -132,7 +132,10 @@ def select(environ: dict[str, str] | None = None) -> str:
         sources = [m for m in (*COMPILED, *_strays(extension_files()))
                    if source_path(m).exists()]
         sys.meta_path.insert(0, _SourceFinder(sources))
-        if decision not in ("pure: not built",) and not decision.startswith(f"pure: {ENV_VAR}"):
+        # A build that is there but unusable (changed, stray or incomplete) is worth a warning;
+        # no build, or the switch set on purpose, is not.
+        on_purpose = decision.startswith(f"pure: {ENV_VAR}=")
+        if decision != "pure: not built" and not on_purpose:
             warnings.warn(f"riskstream core runs as {decision}; `make setup` rebuilds it",
                           RuntimeWarning, stacklevel=2)
     active = decision
