@@ -102,11 +102,12 @@ def _strays(found: dict[str, Path]) -> list[str]:
     return sorted(m for m in found if m not in COMPILED and m != GROUP_LIBRARY)
 
 
-def decide(setting: str) -> str:
-    """"compiled" when the compiled set is current and whole, else "pure: <why>"."""
+def decide(setting: str, found: dict[str, Path] | None = None) -> str:
+    """"compiled" when the compiled set is current and whole, else "pure: <why>". `found`:
+    the package's extension files when the caller has them already (`extension_files`)."""
     if setting.strip().lower() in ("off", "0", "false", "no"):
         return f"pure: {ENV_VAR}={setting}"
-    found = extension_files()
+    found = extension_files() if found is None else found
     strays = _strays(found)
     if strays:
         return f"pure: {found[strays[0]].relative_to(ROOT)} is not part of the native build"
@@ -127,10 +128,10 @@ def select(environ: dict[str, str] | None = None) -> str:
     compiled set is used. Returns (and records in `active`) the decision."""
     global active
     env = os.environ if environ is None else environ
-    decision = decide(env.get(ENV_VAR, "auto"))
+    found = extension_files()  # one walk of the package, for the decision and the finder
+    decision = decide(env.get(ENV_VAR, "auto"), found)
     if decision != "compiled" and not any(isinstance(f, _SourceFinder) for f in sys.meta_path):
-        sources = [m for m in (*COMPILED, *_strays(extension_files()))
-                   if source_path(m).exists()]
+        sources = [m for m in (*COMPILED, *_strays(found)) if source_path(m).exists()]
         sys.meta_path.insert(0, _SourceFinder(sources))
         # A build that is there but unusable (changed, stray or incomplete) is worth a warning;
         # no build, or the switch set on purpose, is not.
