@@ -30,12 +30,16 @@ lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 
+# Two worker processes, whole files each (module fixtures are built once); TEST_WORKERS=0
+# runs the suite in this one process.
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 tests
+	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 -n $(TEST_WORKERS) --dist loadfile tests
 
 # The inner loop: everything but the long scenarios and the Dagster runs (about a minute).
 test-fast: setup
-	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 -m "not slow and not dagster" tests
+	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 -n $(TEST_WORKERS) --dist loadfile \
+		-m "not slow and not dagster" tests
 
 bench: setup
 	$(PY) -m streaming.cli.main bench --all

@@ -1,16 +1,46 @@
 """Shared fixtures. `store_url` runs each store test on SQLite and on PostgreSQL (a fresh
-database per test). In CI a missing PostgreSQL or NATS is a failure; elsewhere a printed skip."""
+database per test). In CI a missing PostgreSQL or NATS is a failure; elsewhere a printed skip.
+
+`make test` runs the suite in two worker processes (pytest-xdist, whole files per worker):
+every test already works in its own temporary directory, PostgreSQL database and JetStream
+stream, and each worker gets its own copy of the dbt project (below)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import socket
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
 PG_ADMIN_DSN = os.environ.get("RISKSTREAM_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _own_dbt_project() -> None:
+    """Under pytest-xdist, point this worker at its own copy of the dbt project. Each worker
+    parses the manifest for its own warehouse path (tests/orchestration_helpers.py) and dbt
+    writes `target/` in place: two workers sharing one project would rewrite the manifest
+    while the other loads it, and each parse would undo the other's partial parse. The copy
+    keeps the prepared manifest, so code that loads it at import finds one. Set before any
+    test module imports the orchestration code, which reads the variable."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or "RISKSTREAM_DBT_PROJECT_DIR" in os.environ:
+        return
+    home = Path(tempfile.mkdtemp(prefix=f"riskstream-dbt-{worker}-"))
+    atexit.register(shutil.rmtree, home, True)
+    project = home / "dbt_project"
+    shutil.copytree(ROOT / "dbt_project", project,
+                    ignore=shutil.ignore_patterns("logs", ".user.yml"))
+    os.environ["RISKSTREAM_DBT_PROJECT_DIR"] = str(project)
+
+
+_own_dbt_project()
 
 
 def _port_open(host: str, port: int) -> bool:
