@@ -32,7 +32,7 @@ import sys
 import time
 import uuid
 
-from streaming.host.collector import run_collector
+from streaming.collector import run_collector
 from streaming.procinfo import vm_hwm_mib
 
 SCENARIOS = ("join-sqlite", "join-postgres", "join-operator", "ledger-sqlite", "receipts-sqlite")

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from ..collector import run_collector
 from ..contracts import InvalidRecord, decode, quarantine_text
 from ..operators.base import Emit, Quarantined, safe_text
 from ..sources import open_source
@@ -27,7 +28,6 @@ from ..watermarks import InputWatermark
 from .checkpoints import (CheckpointChain, CheckpointDump, CheckpointMismatch, checkpoint_row,
                           checkpoint_summary, dump_checkpoint, read_checkpoint, tp_str,
                           verified_positions)
-from .collector import run_collector
 from .crash import CrashInjector
 from .journal import journaled_batch, range_digests, verify_journal
 from .metrics import metrics_snapshot
@@ -174,7 +174,7 @@ class Worker:
         self.source = self._open_source()
         self._restore(self.source, ck)
         # The recording and restored state live for the whole run: out of the cyclic
-        # collector's sight, and young objects collected less often (host/collector.py).
+        # collector's sight, and young objects collected less often (streaming/collector.py).
         # Measured: about a third of operator time on 100,000 events went to collections
         # before the first of these.
         with run_collector():

@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle, send_handle
 
+from ..collector import run_collector
 from ..host.checkpoints import CheckpointDump, checkpoint_row, checkpoint_summary
 from ..procinfo import vm_hwm_mib
 from .errors import StoreErrorElsewhere, describe_store_error, is_store_error
@@ -88,28 +89,35 @@ def _serve(conn: Connection) -> None:
     else:
         refused = None
     try:
-        while True:
-            try:
-                msg = conn.recv_bytes()
-                if not msg:
-                    return
-                work = pickle.loads(msg)
-                if isinstance(work, tuple) and work[0] == "checkpoint":
-                    _, dump, state_bytes = work
-                    answer = _checkpoint(store, refused,
-                                         replace(dump, raw=_received_state(conn, state_bytes)),
-                                         conn)
-                else:
-                    answer = _commit(store, refused, work)
-            except (EOFError, _Abandoned):  # the worker is gone: nothing is in flight from our side
-                return
-            try:
-                conn.send_bytes(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
-            except OSError:  # the worker is gone
-                return
+        with run_collector():  # the process's modules and store frozen; batches freed whole
+            _serve_batches(conn, store, refused)
     finally:
         if store is not None:
             store.dispose()
+
+
+def _serve_batches(conn: Connection, store: Store | None, refused: Exception | None) -> None:
+    """Commit each batch or checkpoint the worker sends and answer it, until the worker closes
+    the socket or is gone."""
+    while True:
+        try:
+            msg = conn.recv_bytes()
+            if not msg:
+                return
+            work = pickle.loads(msg)
+            if isinstance(work, tuple) and work[0] == "checkpoint":
+                _, dump, state_bytes = work
+                answer = _checkpoint(store, refused,
+                                     replace(dump, raw=_received_state(conn, state_bytes)),
+                                     conn)
+            else:
+                answer = _commit(store, refused, work)
+        except (EOFError, _Abandoned):  # the worker is gone: nothing is in flight from our side
+            return
+        try:
+            conn.send_bytes(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+        except OSError:  # the worker is gone
+            return
 
 
 def _received_state(conn: Connection, state_bytes: int | None) -> bytes:

@@ -1,4 +1,4 @@
-"""The collector settings a run uses (streaming/host/collector.py): set for the block, undone
+"""The collector settings a run uses (streaming/collector.py): set for the block, undone
 after it, also when the block raises; cyclic garbage made inside it is still collected."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import weakref
 
 import pytest
 
-from streaming.host.collector import RUN_THRESHOLDS, run_collector
+from streaming.collector import RUN_THRESHOLDS, run_collector
 
 
 class _Node:
