@@ -214,26 +214,42 @@ def generate(seed: int, out: str, events: int = 470, merchants: int = 14,
 
 
 def generate_bulk(seed: int, out: str, events: int, merchants: int = 1000,
-                  hot_share: float = 0.05, events_per_minute: int = 10) -> dict:
+                  hot_share: float = 0.05, events_per_minute: int = 10,
+                  ordered_ids: bool = False) -> dict:
     """A benchmark workload: `events` payments and signals over many merchants, one hot,
-    in-order per partition within the lateness bound (4 payment and 4 risk partitions)."""
+    in-order per partition within the lateness bound (4 payment and 4 risk partitions).
+
+    IDs are numbered in the order the events are drawn, which is unrelated to their event
+    times (as random IDs, UUIDs, are). With `ordered_ids` the same events are numbered in
+    event-time order instead (as sequence-numbered or time-prefixed IDs are): every time,
+    merchant, amount and score is the one the default draws, so the two workloads make the
+    same pairs under other names (and other accounts, which follow from the payment ID)."""
     rng = random.Random(seed)
     names = [f"merchant-{i:04d}" for i in range(merchants)]
     # Event-time span in minutes. The density decides the pair count: at 10 events a minute over
     # 1,000 merchants with a 5% hot merchant, 100,000 events give about half as many pairs.
     span = max(60, events // events_per_minute)
-    rows: dict[tuple[str, int], list] = {}
+    # (merchant, event time, arrival, amount or score), in draw order: event i is a payment
+    # when i is even, a signal when odd.
+    drawn: list[tuple[str, datetime, datetime, float]] = []
     for i in range(events):
-        is_pay = i % 2 == 0
         m = names[0] if rng.random() < hot_share else rng.choice(names)
         t = T0 + timedelta(seconds=rng.randint(0, span * 60))
         a = t + timedelta(seconds=rng.randint(0, 90))
+        drawn.append((m, t, a, rng.randint(100, 250_000) if i % 2 == 0
+                      else round(rng.random(), 3)))
+    number = list(range(events))
+    if ordered_ids:
+        for rank, i in enumerate(sorted(range(events), key=lambda j: (drawn[j][1], j))):
+            number[i] = rank
+    rows: dict[tuple[str, int], list] = {}
+    for i, (m, t, a, value) in enumerate(drawn):
         part = zlib.crc32(m.encode()) % 4
-        if is_pay:
-            obj = payment(f"pay-{i:07d}", m, t, a, rng.randint(100, 250_000))
+        if i % 2 == 0:
+            obj = payment(f"pay-{number[i]:07d}", m, t, a, int(value))
             rows.setdefault(("payments", part), []).append((a, i, orjson.dumps(obj)))
         else:
-            obj = signal(f"risk-{i:07d}", m, t, a, round(rng.random(), 3))
+            obj = signal(f"risk-{number[i]:07d}", m, t, a, value)
             rows.setdefault(("risk_signals", part), []).append((a, i, orjson.dumps(obj)))
     for topic in ("payments", "risk_signals"):
         os.makedirs(os.path.join(out, topic), exist_ok=True)
