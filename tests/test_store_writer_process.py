@@ -48,7 +48,12 @@ def store_url(tmp_path):
     return url
 
 
-def test_commits_what_it_is_handed_and_answers_with_the_sink_result(store_url):
+@pytest.mark.parametrize("memory_file", [True, False])
+def test_commits_what_it_is_handed_and_answers_with_the_sink_result(store_url, memory_file,
+                                                                    monkeypatch):
+    """A batch handed over in a memory file, or as a message where there are none."""
+    if not memory_file:
+        monkeypatch.delattr(os, "memfd_create", raising=False)
     writer = WriterProcess(store_url, "join")
     try:
         writer.submit(_batch(1, ["a", "b"]).rows())

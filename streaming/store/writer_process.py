@@ -8,7 +8,9 @@ in docs/performance.md, fifth and sixth rounds).
 
 The protocol is one request, one answer. The worker sends a pickled `BatchRows` (plain tuples,
 several times cheaper to pickle than facts and dict rows; pickled by `pack` while the batch
-before it still commits) and later reads the answer: the
+before it still commits; on Linux in a memory file whose descriptor goes on the socket, so
+handing it over is one memory copy that does not wait for the writer to read) and later reads
+the answer: the
 `SinkResult` and the commit's seconds, or the failure as text. At most one batch is in flight:
 the host settles it before it sends the next one and before every step whose order matters
 (crash points, checkpoints, acks), so the store sees the commits in the order a serial run
@@ -108,9 +110,11 @@ def _serve_batches(conn: Connection, store: Store | None, refused: Exception | N
             if isinstance(work, tuple) and work[0] == "checkpoint":
                 _, dump, state_bytes = work
                 answer = _checkpoint(store, refused,
-                                     replace(dump, raw=_received_state(conn, state_bytes)),
+                                     replace(dump, raw=_received_bytes(conn, state_bytes)),
                                      conn)
             else:
+                if isinstance(work, tuple) and work[0] == "batch":
+                    work = pickle.loads(_received_bytes(conn, work[1]))
                 answer = _commit(store, refused, work)
         except (EOFError, _Abandoned):  # the worker is gone: nothing is in flight from our side
             return
@@ -120,14 +124,14 @@ def _serve_batches(conn: Connection, store: Store | None, refused: Exception | N
             return
 
 
-def _received_state(conn: Connection, state_bytes: int | None) -> bytes:
-    """A checkpoint's state: in a file descriptor passed on the socket (`state_bytes` long), or
-    without one (None) as the next message."""
-    if state_bytes is None:
+def _received_bytes(conn: Connection, size: int | None) -> bytes:
+    """A checkpoint's state or a packed batch: in a file descriptor passed on the socket
+    (`size` bytes long), or without one (None) as the next message."""
+    if size is None:
         return conn.recv_bytes()
     fd = recv_handle(conn)
     try:
-        return _read_all(fd, state_bytes)
+        return _read_all(fd, size)
     finally:
         os.close(fd)
 
@@ -144,11 +148,11 @@ def _read_all(fd: int, size: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _state_in_memory_file(raw: bytes) -> int:
+def _in_memory_file(raw: bytes) -> int:
     """A memory-only file (Linux memfd) holding `raw`: the worker's copy into it is a memory
     copy that does not wait for the writer process to read, as a socket does, and the file
     goes with its last descriptor, whichever process dies."""
-    fd = os.memfd_create("riskstream-checkpoint", os.MFD_CLOEXEC)
+    fd = os.memfd_create("riskstream-handover", os.MFD_CLOEXEC)
     try:
         view = memoryview(raw)
         while view:
@@ -242,10 +246,17 @@ class WriterProcess:
         return self._proc.pid
 
     def submit(self, batch: BatchRows | PackedBatch) -> None:
+        """Hand over a batch. On Linux its message goes in a memory file, as a checkpoint's
+        state does (`submit_checkpoint`): on the socket, the worker waited for the writer
+        process to read each batch's few megabytes (docs/performance.md, thirteenth round)."""
         packed = batch if isinstance(batch, PackedBatch) else pack(batch)
         self._put_pending(packed.seq)
+        in_fd = hasattr(os, "memfd_create")
         try:
-            self._conn.send_bytes(packed.message)
+            if in_fd:
+                self._conn.send_bytes(pickle.dumps(("batch", len(packed.message)),
+                                                   protocol=pickle.HIGHEST_PROTOCOL))
+            self._hand_over(packed.message, in_fd)
         except OSError as exc:
             raise self._ended(packed.seq, exc) from None
 
@@ -268,16 +279,22 @@ class WriterProcess:
         header = ("checkpoint", replace(dump, raw=b""), len(dump.raw) if in_fd else None)
         try:
             self._conn.send_bytes(pickle.dumps(header, protocol=pickle.HIGHEST_PROTOCOL))
-            if in_fd:
-                fd = _state_in_memory_file(dump.raw)
-                try:
-                    send_handle(self._conn, fd, self._proc.pid)
-                finally:
-                    os.close(fd)
-            else:
-                self._conn.send_bytes(dump.raw)
+            self._hand_over(dump.raw, in_fd)
         except OSError as exc:
             raise self._ended(dump.seq, exc) from None
+
+    def _hand_over(self, raw: bytes, in_fd: bool) -> None:
+        """Send `raw` after its header: in a memory file whose descriptor goes on the socket
+        (`in_fd`), or as a message of its own. The writer reads it back with
+        `_received_bytes`."""
+        if not in_fd:
+            self._conn.send_bytes(raw)
+            return
+        fd = _in_memory_file(raw)
+        try:
+            send_handle(self._conn, fd, self._proc.pid)
+        finally:
+            os.close(fd)
 
     def checkpoint_result(self, mid_write: Callable[[], None]) -> dict:
         """What the metrics report about the checkpoint in flight, once it is written.
