@@ -106,16 +106,14 @@ def _serve_batches(conn: Connection, store: Store | None, refused: Exception | N
             msg = conn.recv_bytes()
             if not msg:
                 return
-            work = pickle.loads(msg)
-            if isinstance(work, tuple) and work[0] == "checkpoint":
-                _, dump, state_bytes = work
-                answer = _checkpoint(store, refused,
-                                     replace(dump, raw=_received_bytes(conn, state_bytes)),
-                                     conn)
+            # A header, ("checkpoint", the dump without its state, size) or ("batch", size),
+            # then the bytes it announces (`WriterProcess._send`).
+            header = pickle.loads(msg)
+            raw = _received_bytes(conn, header[-1])
+            if header[0] == "checkpoint":
+                answer = _checkpoint(store, refused, replace(header[1], raw=raw), conn)
             else:
-                if isinstance(work, tuple) and work[0] == "batch":
-                    work = pickle.loads(_received_bytes(conn, work[1]))
-                answer = _commit(store, refused, work)
+                answer = _commit(store, refused, pickle.loads(raw))
         except (EOFError, _Abandoned):  # the worker is gone: nothing is in flight from our side
             return
         try:
@@ -246,19 +244,12 @@ class WriterProcess:
         return self._proc.pid
 
     def submit(self, batch: BatchRows | PackedBatch) -> None:
-        """Hand over a batch. On Linux its message goes in a memory file, as a checkpoint's
-        state does (`submit_checkpoint`): on the socket, the worker waited for the writer
-        process to read each batch's few megabytes (docs/performance.md, thirteenth round)."""
+        """Hand over a batch: its pickled message, in a memory file where there are memory
+        files (`_send`; on the socket, the worker waited for the writer process to read each
+        batch's few megabytes: docs/performance.md, thirteenth round)."""
         packed = batch if isinstance(batch, PackedBatch) else pack(batch)
         self._put_pending(packed.seq)
-        in_fd = hasattr(os, "memfd_create")
-        try:
-            if in_fd:
-                self._conn.send_bytes(pickle.dumps(("batch", len(packed.message)),
-                                                   protocol=pickle.HIGHEST_PROTOCOL))
-            self._hand_over(packed.message, in_fd)
-        except OSError as exc:
-            raise self._ended(packed.seq, exc) from None
+        self._send(("batch",), packed.message, packed.seq)
 
     def result(self) -> tuple[SinkResult, float]:
         """The batch in flight's result and commit seconds. Raises StoreErrorElsewhere when
@@ -275,26 +266,27 @@ class WriterProcess:
         passed on the socket (on the socket, a 134 MB state made the worker wait for the writer
         to read it: docs/performance.md, seventh round), elsewhere as a message of its own."""
         self._put_pending(dump.seq)
-        in_fd = hasattr(os, "memfd_create")
-        header = ("checkpoint", replace(dump, raw=b""), len(dump.raw) if in_fd else None)
-        try:
-            self._conn.send_bytes(pickle.dumps(header, protocol=pickle.HIGHEST_PROTOCOL))
-            self._hand_over(dump.raw, in_fd)
-        except OSError as exc:
-            raise self._ended(dump.seq, exc) from None
+        self._send(("checkpoint", replace(dump, raw=b"")), dump.raw, dump.seq)
 
-    def _hand_over(self, raw: bytes, in_fd: bool) -> None:
-        """Send `raw` after its header: in a memory file whose descriptor goes on the socket
-        (`in_fd`), or as a message of its own. The writer reads it back with
+    def _send(self, header: tuple, raw: bytes, seq: int) -> None:
+        """`header` with the size of `raw` appended, then `raw`: on Linux in a memory file
+        whose descriptor goes on the socket (one memory copy, no wait for the writer to read),
+        elsewhere as a message of its own (size None). The writer reads it back with
         `_received_bytes`."""
-        if not in_fd:
-            self._conn.send_bytes(raw)
-            return
-        fd = _in_memory_file(raw)
+        in_fd = hasattr(os, "memfd_create")
         try:
-            send_handle(self._conn, fd, self._proc.pid)
-        finally:
-            os.close(fd)
+            self._conn.send_bytes(pickle.dumps((*header, len(raw) if in_fd else None),
+                                               protocol=pickle.HIGHEST_PROTOCOL))
+            if not in_fd:
+                self._conn.send_bytes(raw)
+                return
+            fd = _in_memory_file(raw)
+            try:
+                send_handle(self._conn, fd, self._proc.pid)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise self._ended(seq, exc) from None
 
     def checkpoint_result(self, mid_write: Callable[[], None]) -> dict:
         """What the metrics report about the checkpoint in flight, once it is written.
