@@ -44,6 +44,11 @@ def test_bench_every_scenario_agrees_with_its_reference(tmp_path):
         assert r["events"] == EVENTS
         for field in COMMON_FIELDS:
             assert r[field] > 0, (name, field)
+        # The ratio's reference seconds are the mean of the timings before and after the run.
+        before, after = r["reference_seconds_before"], r["reference_seconds_after"]
+        assert before > 0 and after > 0, name
+        mean_s = EVENTS / r["reference_events_per_s"]  # both timings are rounded to 1 ms
+        assert min(before, after) - 0.001 <= mean_s <= max(before, after) + 0.001, name
         assert set(r["stages"]) >= {"sink_s", "checkpoint_s"}
     # The pipelines really produced output that the references confirmed.
     assert results["join-sqlite"]["pairs"] == results["join-sqlite"]["reference_pairs"] > 1000

@@ -294,7 +294,6 @@ def child_join_operator(src: str, url: str, n: int) -> dict:
 def child_ledger(src: str, url: str, n: int) -> dict:
     from streaming.cli.ledger import window_rows
     from streaming.pipelines.ledger import make_spec, run_extra
-    from riskstream_tools.references.ledger import reference_totals
     from streaming.repairs.ledger import DEV_KEY, RepairKey
     from streaming.store.ops import Store
     from streaming.timeutil import parse_utc_us
@@ -311,9 +310,7 @@ def child_ledger(src: str, url: str, n: int) -> dict:
                    r["total_cents"] for r in window_rows(store, include_all=False)}
     finally:
         store.dispose()
-    t0 = time.perf_counter()
-    ref = reference_totals(src)
-    ref_s = time.perf_counter() - t0
+    ref, ref_s = _timed_ledger_reference(src)
     return {"seconds": wall, "reference_seconds": ref_s, "peak_rss_mib": rss,
             "reference_equal": current == ref and len(ref) > 0, "stages": stages,
             "records": res.records, "facts_written": res.facts_written,
@@ -321,12 +318,8 @@ def child_ledger(src: str, url: str, n: int) -> dict:
 
 
 def child_receipts(src: str, url: str, n: int) -> dict:
-    import orjson
-
     from streaming.pipelines.receipts_release import active, decision_facts
-    from streaming.models.registry import Registry
     from streaming.pipelines.receipts import SPEC
-    from riskstream_tools.references.receipts import reference_decisions
     from streaming.store.ops import Store
     from streaming.host.settings import RunSettings
 
@@ -340,14 +333,7 @@ def child_receipts(src: str, url: str, n: int) -> dict:
         act = {f["receipt_id"]: f for f in active(decision_facts(store))}
     finally:
         store.dispose()
-    t0 = time.perf_counter()
-    rows = []
-    rdir = os.path.join(src, "receipts")
-    for p in sorted(os.listdir(rdir)):
-        with open(os.path.join(rdir, p), "rb") as fh:
-            rows += [orjson.loads(line) for line in fh]
-    ref = reference_decisions(rows, Registry(models).current())
-    ref_s = time.perf_counter() - t0
+    ref, ref_s = _timed_receipts_reference(src)
     equal = len(act) == len(ref) > 0 and all(
         r in act and (act[r]["feature_count_7m"], act[r]["feature_amount_7m"], act[r]["score"])
         == (v["feature_count_7m"], v["feature_amount_7m"], v["score"]) for r, v in ref.items())
@@ -355,6 +341,39 @@ def child_receipts(src: str, url: str, n: int) -> dict:
             "reference_equal": equal, "stages": stages, "records": res.records,
             "facts_written": res.facts_written, "decisions": len(act),
             "reference_decisions": len(ref), **commits}
+
+
+def _timed_ledger_reference(src: str) -> tuple[dict, float]:
+    from riskstream_tools.references.ledger import reference_totals
+    t0 = time.perf_counter()
+    ref = reference_totals(src)
+    return ref, time.perf_counter() - t0
+
+
+def _timed_receipts_reference(src: str) -> tuple[dict, float]:
+    import orjson
+
+    from streaming.models.registry import Registry
+    from riskstream_tools.references.receipts import reference_decisions
+    t0 = time.perf_counter()
+    rows = []
+    rdir = os.path.join(src, "receipts")
+    for p in sorted(os.listdir(rdir)):
+        with open(os.path.join(rdir, p), "rb") as fh:
+            rows += [orjson.loads(line) for line in fh]
+    ref = reference_decisions(rows, Registry(os.path.join(src, "models")).current())
+    return ref, time.perf_counter() - t0
+
+
+def child_reference(scenario: str, src: str) -> float:
+    """The scenario's reference alone, timed as the scenario's child times it after the run:
+    the parent runs this in a child of its own before the scenario (see `run_scenario`)."""
+    family = scenario.split("-")[0]
+    if family == "join":
+        return _timed_join_reference(src)[1]
+    if family == "ledger":
+        return _timed_ledger_reference(src)[1]
+    return _timed_receipts_reference(src)[1]
 
 
 CHILDREN = {"join-sqlite": child_join_store, "join-postgres": child_join_store,
@@ -396,17 +415,27 @@ def run_scenario(scenario: str, workdir: str, n: int) -> dict:
     else:
         url = _sqlite_url(workdir, scenario)
     try:
+        before = subprocess.run([sys.executable, "-m", __name__, "reference", scenario, src],
+                                capture_output=True, text=True)
         proc = subprocess.run([sys.executable, "-m", __name__, "child", scenario, src, url,
                                str(n)], capture_output=True, text=True)
     finally:
         if pg is not None:
             pg.drop()
-    if proc.returncode != 0:
-        return {"scenario": scenario, "events": n,
-                "error": f"child exited {proc.returncode}: {proc.stderr[-1500:]}"}
+    for p in (before, proc):
+        if p.returncode != 0:
+            return {"scenario": scenario, "events": n,
+                    "error": f"child exited {p.returncode}: {p.stderr[-1500:]}"}
     child = json.loads(proc.stdout.strip().splitlines()[-1])
-    secs, ref_s = child.pop("seconds"), child.pop("reference_seconds")
+    # The reference is timed right before the run (a child of its own, so the run's child
+    # holds nothing of it) and right after it (in the run's child): the ratio takes their
+    # mean, so a machine that changes speed during a run moves both sides alike.
+    ref_before = float(json.loads(before.stdout.strip().splitlines()[-1])["reference_seconds"])
+    ref_after = child.pop("reference_seconds")
+    secs, ref_s = child.pop("seconds"), (ref_before + ref_after) / 2
     out = result_fields(scenario, n, secs, ref_s, child.pop("peak_rss_mib"))
+    out["reference_seconds_before"] = round(ref_before, 3)
+    out["reference_seconds_after"] = round(ref_after, 3)
     out["reference_equal"] = bool(child.pop("reference_equal"))
     out["stages"] = {k: (round(v, 3) if isinstance(v, float) else v)
                      for k, v in child.pop("stages").items()}
@@ -415,7 +444,9 @@ def run_scenario(scenario: str, workdir: str, n: int) -> dict:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 6 and sys.argv[1] == "child":
+    if len(sys.argv) == 4 and sys.argv[1] == "reference":
+        print(json.dumps({"reference_seconds": child_reference(sys.argv[2], sys.argv[3])}))
+    elif len(sys.argv) == 6 and sys.argv[1] == "child":
         from streaming import native
 
         _, _, name, src_, url_, n_ = sys.argv
@@ -423,4 +454,5 @@ if __name__ == "__main__":
                          default=str))
     else:
         raise SystemExit(
-            "usage: python -m riskstream_tools.benchmarks.scenarios child NAME SRC URL N")
+            "usage: python -m riskstream_tools.benchmarks.scenarios child NAME SRC URL N\n"
+            "       python -m riskstream_tools.benchmarks.scenarios reference NAME SRC")
