@@ -212,7 +212,7 @@ def child_join_operator(src: str, url: str, n: int) -> dict:
     """The operator alone, batch by batch as the host drives it: each batch of the recording
     is decoded (timed as its own stage), then driven through the operator with per-topic
     watermarks (timed as the operator's). Reading the lines is the source's work and neither.
-    Decoding the whole recording first held 5.7 GiB of records at 1,000,000 events and slowed
+    Decoding the whole recording first held 5.6 GiB of records at 1,000,000 events and slowed
     the operator by that memory's cache misses, which no host run has (docs/performance.md,
     fourteenth round)."""
     import orjson
@@ -422,10 +422,10 @@ def run_scenario(scenario: str, workdir: str, n: int) -> dict:
     finally:
         if pg is not None:
             pg.drop()
-    for p in (before, proc):
+    for what, p in (("reference", before), ("scenario", proc)):
         if p.returncode != 0:
             return {"scenario": scenario, "events": n,
-                    "error": f"child exited {p.returncode}: {p.stderr[-1500:]}"}
+                    "error": f"the {what} child exited {p.returncode}: {p.stderr[-1500:]}"}
     child = json.loads(proc.stdout.strip().splitlines()[-1])
     # The reference is timed right before the run (a child of its own, so the run's child
     # holds nothing of it) and right after it (in the run's child): the ratio takes their
