@@ -13,8 +13,8 @@ import pytest
 
 from streaming.sources import filelog
 from streaming.sources.filelog import FileLog, SourceError, decode_partitions, merge_by_arrival
-from streaming.sources.records import raw_record
-from streaming.timeutil import US_PER_S, us_to_iso
+from streaming.sources.records import own_arrival, partition_frontier, raw_record
+from streaming.timeutil import NEG_INF, US_PER_S, us_to_iso
 
 BASE_US = 1_790_000_000 * US_PER_S
 TOPICS = ["payments", "risk_signals"]
@@ -403,3 +403,43 @@ def test_ambiguous_partition_name_exits_with_a_clear_message(seed_dir, tmp_path,
     assert proc.returncode == 5
     assert "Traceback" not in proc.stderr
     assert "p01.jsonl" in proc.stderr and "rename it to p1.jsonl" in proc.stderr
+
+
+def _frontier_line_by_line(part) -> int:
+    """A partition's frontier read one line at a time through the self-judged reader's
+    `_next`: the definition the block-wise `frontier` must give."""
+    if part.count == 0:
+        return NEG_INF
+    r = filelog._Reader(open(part._file(), "rb"), 0, NEG_INF, self_judged=True)
+    try:
+        while r.off < part.count - 1:
+            part._next(r)
+        if r.ahead:
+            own = r.ahead[0][1]
+        else:
+            line = filelog._record_bytes(r.fh.readline(), part.count - 1)
+            own = own_arrival(line, part.arrival_field)
+    finally:
+        r.fh.close()
+    return partition_frontier(r.prev, own)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_frontier_read_in_blocks_equals_the_line_by_line_reading(tmp_path, monkeypatch, seed):
+    # Blocks of 5 lines: the 16-line look-ahead of a suspect spans several of them.
+    monkeypatch.setattr(filelog, "READ_AHEAD", 5)
+    root = str(tmp_path)
+    _generate(root, random.Random(seed), {"payments": 3, "risk_signals": 2}, 300)
+    far = orjson.dumps({"id": 9, "arrival_time": "9999-12-31T23:59:00+00:00"})
+    # A BOM and CRLF; far-future records the partition contradicts (a jump, twice in a row),
+    # a line without an arrival and one that is not JSON, then a two-hour resume that the
+    # partition follows.
+    _write(f"{root}/payments/p9.jsonl",
+           b"\xef\xbb\xbf" + _rec(0, 0) + b"\r\n" + far + b"\n" + far + b"\n" + _rec(1, 5)
+           + b"\n" + b'{"id": 2}\n{not json\n'
+           + b"".join(_rec(10 + i, 7200 + i) + b"\n" for i in range(20)))
+    log = FileLog(root, TOPICS)
+    for tp, part in log._parts.items():
+        assert part.frontier() == _frontier_line_by_line(part), tp
+    # The jumps are left out of p9's frontier, the resume is in it.
+    assert log._parts[("payments", 9)].frontier() == BASE_US + 7219 * US_PER_S
