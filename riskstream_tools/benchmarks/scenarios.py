@@ -365,15 +365,15 @@ def _timed_receipts_reference(src: str) -> tuple[dict, float]:
     return ref, time.perf_counter() - t0
 
 
+# Each family's reference (the first word of a scenario's name), timed.
+REFERENCES = {"join": lambda src: _timed_join_reference(src)[:2],
+              "ledger": _timed_ledger_reference, "receipts": _timed_receipts_reference}
+
+
 def child_reference(scenario: str, src: str) -> float:
     """The scenario's reference alone, timed as the scenario's child times it after the run:
     the parent runs this in a child of its own before the scenario (see `run_scenario`)."""
-    family = scenario.split("-")[0]
-    if family == "join":
-        return _timed_join_reference(src)[1]
-    if family == "ledger":
-        return _timed_ledger_reference(src)[1]
-    return _timed_receipts_reference(src)[1]
+    return REFERENCES[scenario.split("-")[0]](src)[1]
 
 
 CHILDREN = {"join-sqlite": child_join_store, "join-postgres": child_join_store,
