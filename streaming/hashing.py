@@ -6,8 +6,15 @@ contracts re-export it as `streaming.contracts.digest`."""
 from __future__ import annotations
 
 from hashlib import blake2b
+from typing import Final
+
+# A hasher at its initial state, copied for every digest: a copy is a copy of the state, where
+# the constructor parses its keyword arguments and sets up the parameter block each time.
+_INITIAL: Final = blake2b(digest_size=16)
 
 
 def digest(raw: bytes) -> str:
     """blake2b-128 of `raw`, as 32 hex digits."""
-    return blake2b(raw, digest_size=16).hexdigest()
+    h = _INITIAL.copy()
+    h.update(raw)
+    return h.hexdigest()

@@ -5,7 +5,9 @@ compose exactly as a plain join, so ordinary keys stay readable."""
 
 from __future__ import annotations
 
-SEP = "|"
+from typing import Final
+
+SEP: Final = "|"
 
 
 def escape(part: object, sep: str = SEP) -> str:

@@ -22,20 +22,22 @@ checkpoint holds them as they are."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 from ..contracts import Record
 from ..state import TimeQueue
 from .base import DUPLICATE, STALE, Emit, Quarantined
 
-REV, HASH = 0, 1  # every row starts with these; the operator's fields follow
+# Every row starts with these; the operator's fields follow.
+REV: Final = 0
+HASH: Final = 1
 
-NEW = "new"
-CONFLICT = "conflicting_duplicate"
-CORRECTION = "correction"
+NEW: Final = "new"
+CONFLICT: Final = "conflicting_duplicate"
+CORRECTION: Final = "correction"
 # DUPLICATE and STALE are the dispositions of the same names (operators.base).
 
-LIVE = "live"  # the `where` value of an identity whose version is held in live state
+LIVE: Final = "live"  # the `where` value of an identity whose version is held in live state
 
 
 class IdentityIndex:

@@ -16,7 +16,7 @@ new version is still in state and the key is unchanged; otherwise the whole corr
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 import heapq
 import orjson
 from bisect import bisect_left, insort
@@ -31,19 +31,19 @@ from ..timeutil import NEG_INF, POS_INF, US_PER_MIN, us_to_iso
 from .base import ACCEPTED, ROUTED, Emit, Fact, QueueEntry
 from .identity import CORRECTION, LIVE, REV, IdentityIndex, settle
 
-RULE_VERSION = "ij-v1:-47m..+8m"
-LOWER_US = 47 * US_PER_MIN  # look-back: signal may precede the payment by up to 47 min
-UPPER_US = 8 * US_PER_MIN  # look-ahead: signal may follow the payment by up to 8 min
-LATENESS_US = 3 * US_PER_MIN
-STATE_SCHEMA = "interval_join/1"
+RULE_VERSION: Final = "ij-v1:-47m..+8m"
+LOWER_US: Final = 47 * US_PER_MIN  # look-back: signal may precede the payment by up to 47 min
+UPPER_US: Final = 8 * US_PER_MIN  # look-ahead: signal may follow the payment by up to 8 min
+LATENESS_US: Final = 3 * US_PER_MIN
+STATE_SCHEMA: Final = "interval_join/1"
 # Deduplication identities of evicted or queued events are kept this long below the watermark.
 # A redelivery older than that is no longer recognised as a duplicate: it arrives late, finds
 # its counterparts evicted and goes to the replay queue, where the rebuild deduplicates it
 # against the archive. Nothing is dropped; memory stays bounded.
-IDENTITY_RETENTION_US = 24 * 60 * US_PER_MIN
+IDENTITY_RETENTION_US: Final = 24 * 60 * US_PER_MIN
 
-PAYMENTS = "payments"
-SIGNALS = "risk_signals"
+PAYMENTS: Final = "payments"
+SIGNALS: Final = "risk_signals"
 
 
 def pair_id(rule_version: str, payment_id: str, payment_rev: int, signal_id: str,
@@ -97,35 +97,48 @@ def outcome_payload(payment_id: str, payment_rev: int, merchant_id: str, payment
 # the definition; the parts are checked against them byte for byte
 # (tests/test_interval_join_parts.py).
 
-def _members(obj: dict[str, Any]) -> str:
-    """The members of `obj` as canonical JSON writes them (sorted, compact), without braces."""
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()[1:-1]
+def _json(value: object) -> str:
+    """A scalar as canonical JSON writes it, inside an object as anywhere else."""
+    return orjson.dumps(value).decode()
 
 
-class PaymentParts(NamedTuple):
-    pair_head: str  # `{"amount_cents":..,"merchant_id":..,"pair_id":"` (the pair id follows)
-    pair_mid: str  # `","payment_id":..,"payment_rev":..,"payment_time":..,"rule_version":..,`
-    pid_head: str  # `rule|payment|rev|`: the payment's half of the pair id's hashed text
-    fact_key_head: str  # `pair|<payment time>|`
-    outcome_head: str  # `{"amount_cents":..,"match_count":` (the count follows)
-    outcome_mid: str  # `,"merchant_id":..,...,"rule_version":..,"status":` (the status follows)
-    outcome_key_head: str  # `outcome|payment|rev|`
+# The parts are plain classes, not named tuples: compiled, a named tuple was built by its
+# interpreted `__new__` (docs/performance.md, fifteenth round).
+class PaymentParts:
+    __slots__ = ("pair_head", "pair_mid", "pid_head", "fact_key_head", "outcome_head",
+                 "outcome_mid", "outcome_key_head")
+
+    def __init__(self, pair_head: str, pair_mid: str, pid_head: str, fact_key_head: str,
+                 outcome_head: str, outcome_mid: str, outcome_key_head: str) -> None:
+        self.pair_head = pair_head  # `{"amount_cents":..,"merchant_id":..,"pair_id":"`
+        self.pair_mid = pair_mid  # `","payment_id":..,"payment_rev":..,"payment_time":..,` +
+        #                           `"rule_version":..,` (the pair id comes between the two)
+        self.pid_head = pid_head  # `rule|payment|rev|`: the payment's half of the pair id's text
+        self.fact_key_head = fact_key_head  # `pair|<payment time>|`
+        self.outcome_head = outcome_head  # `{"amount_cents":..,"match_count":` (count follows)
+        self.outcome_mid = outcome_mid  # `,"merchant_id":..,...,"rule_version":..,"status":`
+        self.outcome_key_head = outcome_key_head  # `outcome|payment|rev|`
 
 
-class SignalParts(NamedTuple):
-    pair_tail: str  # `"score":..,"signal_id":..,"signal_rev":..,"signal_time":..}`
-    pid_tail: str  # `signal|rev`: the signal's half of the pair id's hashed text
+class SignalParts:
+    __slots__ = ("pair_tail", "pid_tail")
+
+    def __init__(self, pair_tail: str, pid_tail: str) -> None:
+        self.pair_tail = pair_tail  # `"score":..,"signal_id":..,"signal_rev":..,"signal_time":..}`
+        self.pid_tail = pid_tail  # `signal|rev`: the signal's half of the pair id's hashed text
 
 
-def payment_parts(rule_version: str, rule_eid: str, payment_eid: str, payment_id: str,
+def payment_parts(rule_json: str, rule_eid: str, payment_eid: str, payment_id: str,
                   payment_rev: int, merchant_id: str, payment_us: int, payment_time: str,
                   amount_cents: int | None) -> PaymentParts:
-    # Sorted keys: amount_cents < match_count < merchant_id < pair_id < payment_id <
-    # payment_rev < payment_time < rule_version < score < signal_* < status.
-    amount = "{" + _members({"amount_cents": amount_cents})
-    merchant = _members({"merchant_id": merchant_id})
-    body = _members({"payment_id": payment_id, "payment_rev": payment_rev,
-                     "payment_time": payment_time, "rule_version": rule_version})
+    """`rule_json`: the rule version as JSON text. Members in sorted key order: amount_cents <
+    match_count < merchant_id < pair_id < payment_id < payment_rev < payment_time <
+    rule_version < score < signal_* < status; each value as canonical JSON writes it (the
+    revision, an int, is its decimal digits)."""
+    amount = '{"amount_cents":' + _json(amount_cents)
+    merchant = '"merchant_id":' + _json(merchant_id)
+    body = (f'"payment_id":{_json(payment_id)},"payment_rev":{payment_rev},'
+            f'"payment_time":{_json(payment_time)},"rule_version":{rule_json}')
     return PaymentParts(
         f'{amount},{merchant},"pair_id":"', f'",{body},',
         f"{rule_eid}|{payment_eid}|{payment_rev}|",
@@ -136,9 +149,9 @@ def payment_parts(rule_version: str, rule_eid: str, payment_eid: str, payment_id
 
 def signal_parts(signal_eid: str, signal_id: str, signal_rev: int, signal_time: str,
                  score: float | None) -> SignalParts:
-    tail = _members({"score": score, "signal_id": signal_id, "signal_rev": signal_rev,
-                     "signal_time": signal_time})
-    return SignalParts(tail + "}", f"{signal_eid}|{signal_rev}")
+    tail = (f'"score":{_json(score)},"signal_id":{_json(signal_id)},"signal_rev":{signal_rev},'
+            f'"signal_time":{_json(signal_time)}}}')
+    return SignalParts(tail, f"{signal_eid}|{signal_rev}")
 
 
 # An outcome's status is one of three words: its JSON text and the closing brace, once.
@@ -197,9 +210,11 @@ _size_of = attrgetter("size")  # in C: eviction sums the sizes of every evicted 
 
 # Identity row fields after [revision, payload_hash] (operators.identity): the version's key,
 # its event time and where it is now (live | evicted | queued).
-ID_KEY, ID_T, ID_WHERE = 2, 3, 4
-EVICTED = "evicted"
-QUEUED = "queued"
+ID_KEY: Final = 2
+ID_T: Final = 3
+ID_WHERE: Final = 4
+EVICTED: Final = "evicted"
+QUEUED: Final = "queued"
 
 
 class IdentityView(NamedTuple):
@@ -251,6 +266,7 @@ class IntervalJoin:
         self.ttl = ttl_us
         self.rule_version = rule_version
         self._rule_eid = escape(rule_version)
+        self._rule_json = _json(rule_version)
         self.identity_retention = identity_retention_us
         self._pruned_at = NEG_INF
         self.payments = Side(PAYMENTS, lower_us, upper_us)
@@ -384,7 +400,7 @@ class IntervalJoin:
 
     # ------------------------------------------------------------------ facts
     def _payment_parts(self, p: Entry) -> PaymentParts:
-        parts = p.payment_parts = payment_parts(self.rule_version, self._rule_eid, p.eid, p.id,
+        parts = p.payment_parts = payment_parts(self._rule_json, self._rule_eid, p.eid, p.id,
                                                 p.rev, p.key, p.t, p.iso,
                                                 p.payload.get("amount_cents"))
         return parts

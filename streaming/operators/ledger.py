@@ -15,7 +15,7 @@ not depend on batch boundaries or on a throttle."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import heapq
 from functools import lru_cache
@@ -31,21 +31,27 @@ from .identity import CONFLICT, CORRECTION, LIVE, IdentityIndex, settle
 from .ledger_categories import (CATEGORY, DUPLICATE as VERSION_DUPLICATE, HIGH_RISK, SIZE,
                                 CategoryVersions, VersionRejected, version_from_record)
 
-STATE_SCHEMA = "ledger/1"
-RULE_VERSION = "ledger-v1:hour"
-PAYMENTS = "payments"
-CATEGORIES = "merchant_categories"
-WATERMARK_DELAY_US = 5 * US_PER_MIN
-RETENTION_US = 60 * US_PER_MIN
-MAX_BACKLOG_AGE_US = 15 * US_PER_MIN
-REPAIR_TABLE = "ledger_repair_requests"
-UNCATEGORIZED = "uncategorized"
+STATE_SCHEMA: Final = "ledger/1"
+RULE_VERSION: Final = "ledger-v1:hour"
+PAYMENTS: Final = "payments"
+CATEGORIES: Final = "merchant_categories"
+WATERMARK_DELAY_US: Final = 5 * US_PER_MIN
+RETENTION_US: Final = 60 * US_PER_MIN
+MAX_BACKLOG_AGE_US: Final = 15 * US_PER_MIN
+REPAIR_TABLE: Final = "ledger_repair_requests"
+UNCATEGORIZED: Final = "uncategorized"
 
 # Identity row (operators.identity): [revision, payload_hash, account_id, hour_us, merchant_id,
 # event_us, where]. The ledger forgets no identity: `by_merchant` finds payments through them.
-I_REV, I_HASH, I_ACCOUNT, I_HOUR, I_MERCHANT, I_EVENT, I_WHERE = range(7)
-P_SIZE = 4  # a window payment: [revision, merchant, amount, event_us, source bytes]
-ROUTED_WHERE = "routed"
+I_REV: Final = 0
+I_HASH: Final = 1
+I_ACCOUNT: Final = 2
+I_HOUR: Final = 3
+I_MERCHANT: Final = 4
+I_EVENT: Final = 5
+I_WHERE: Final = 6
+P_SIZE: Final = 4  # a window payment: [revision, merchant, amount, event_us, source bytes]
+ROUTED_WHERE: Final = "routed"
 
 Signer = Callable[[dict[str, Any]], str]
 # The counter each settled identity outcome adds to.

@@ -11,7 +11,7 @@ One implementation serves the live operator and the repair rebuild."""
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any
+from typing import Any, Final
 
 from ..contracts import Record
 from ..timeutil import POS_INF, us_to_iso
@@ -19,10 +19,16 @@ from ..timeutil import POS_INF, us_to_iso
 # A version as kept in state (JSON-able): [from_us, to_us|None, version_id, category, high_risk,
 # payload_hash, source bytes]. Versions built outside the live operator (the repair rebuild,
 # checkpoints from before the bytes were kept) may end at payload_hash.
-FROM, TO, VID, CATEGORY, HIGH_RISK, HASH, SIZE = range(7)
+FROM: Final = 0
+TO: Final = 1
+VID: Final = 2
+CATEGORY: Final = 3
+HIGH_RISK: Final = 4
+HASH: Final = 5
+SIZE: Final = 6
 
-NEW = "new"
-DUPLICATE = "duplicate"
+NEW: Final = "new"
+DUPLICATE: Final = "duplicate"
 
 
 class VersionRejected(Exception):
