@@ -30,15 +30,21 @@ def _modules():
 
 
 def _constants(trees) -> dict[str, str]:
-    """Module-level NAME = "text" constants of the package (AGGREGATE_OVERFLOW, ...)."""
+    """Module-level NAME = "text" constants of the package (AGGREGATE_OVERFLOW, ...), annotated
+    (`NAME: Final = "text"`, as the compiled modules declare theirs) or not."""
     out = {}
     for _, tree in trees:
         for node in tree.body:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and \
-                    isinstance(node.value.value, str):
-                for target in node.targets:
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            else:
+                continue
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                for target in targets:
                     if isinstance(target, ast.Name) and target.id.isupper():
-                        out[target.id] = node.value.value
+                        out[target.id] = value.value
     return out
 
 
