@@ -3,8 +3,10 @@ quarantine reason per defect, canonical payload hashing and the published JSON S
 
 from .bounds import MAX_ABS_CENTS, MAX_ID_LENGTH, MAX_REVISION, SUPPORTED_SCHEMA_VERSIONS
 from ..hashing import digest
-from .core import (CLOCK_FAULT_US, Contract, InvalidRecord, Record, canonical_hash, decode,
-                   parse_line, payload_hash, quarantine_text, validate)
+from .canonical import CLOCK_FAULT_US
+from .core import (Contract, canonical_hash, decode, parse_line, payload_hash, quarantine_text,
+                   validate)
+from .record import InvalidRecord, Record
 from .topics import CONTRACTS, MERCHANT_CATEGORY, PAYMENT, RECEIPT, RISK_SIGNAL, register
 
 __all__ = ["CLOCK_FAULT_US", "CONTRACTS", "Contract", "InvalidRecord", "MAX_ABS_CENTS",

@@ -16,18 +16,16 @@ from __future__ import annotations
 import operator
 import typing
 from datetime import datetime, timedelta, timezone
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 import orjson
 
 from ..hashing import digest
-from ..timeutil import US_PER_MIN
 from . import bounds as B
 from . import reasons as R
-
-# An event time more than this far after its own arrival is a producer clock fault.
-CLOCK_FAULT_US = 5 * US_PER_MIN
+from .canonical import MAX_US, MIN_US, DecodePlan, decoded_record, record_of
+from .record import InvalidRecord, Record
 
 SUPPORTED_SCHEMA_VERSIONS = B.SUPPORTED_SCHEMA_VERSIONS
 
@@ -36,43 +34,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
 _ONE_US = timedelta(microseconds=1)
 _DETAIL_MAX = 200
 _FORBIDDEN = B.FORBIDDEN_ID_CHAR
-_encode = msgspec.json.encode
-_asdict = msgspec.structs.asdict
-_SORTED = orjson.OPT_SORT_KEYS
-_MIN_US = (B.MIN_INSTANT - _EPOCH) // _ONE_US
-_MAX_US = (B.MAX_INSTANT - _EPOCH) // _ONE_US
-
-
-class Record(msgspec.Struct, gc=False):
-    """A validated input record with its source position. (A C struct: built once per record
-    on the hot path, cheaper than a dataclass; holds no reference cycles, so no GC tracking.)"""
-
-    topic: str
-    partition: int
-    offset: int
-    id: str
-    revision: int
-    key: str
-    event_us: int
-    arrival_us: int
-    payload: dict[str, Any]  # canonical business fields (times as canonical ISO strings)
-    payload_hash: str  # blake2b-128 of payload_bytes
-    size: int  # bytes of the source line, used for state-bytes accounting
-    times: dict[str, Any] = msgspec.field(default_factory=dict)  # every time field, µs (or None)
-    payload_bytes: bytes | None = None  # the canonical JSON the hash was taken over
-
-    @property
-    def payload_json(self) -> str | None:
-        return None if self.payload_bytes is None else self.payload_bytes.decode()
-
-
-class InvalidRecord(Exception):
-    """Bad input: carries a specific, stable reason code and a human detail."""
-
-    def __init__(self, reason: str, detail: str = ""):
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
 
 
 def payload_hash(payload: dict[str, Any]) -> str:
@@ -142,15 +103,16 @@ class Contract:
         self.fields = tuple((n, _kind(hints[n]), hints[n]) for n in struct.__struct_fields__
                             if n != "schema_version")
         self._version_type = hints["schema_version"]
-        self.decoder = msgspec.json.Decoder(struct)
-        self._times = tuple((n, n not in self.non_payload) for n, k, _ in self.fields
-                            if k in (B.TIME, B.OPT_TIME))
-        self._ids = tuple(n for n, k, _ in self.fields if k in (B.ID, B.LABEL))
-        # Not business content: dropped from the payload before it is hashed.
-        self._drop = ("schema_version", *self.non_payload)
-        ids = self._ids
-        self._get_ids = operator.attrgetter(*ids) if len(ids) > 1 else \
-            (lambda s: (getattr(s, ids[0]),))
+        ids = tuple(n for n, k, _ in self.fields if k in (B.ID, B.LABEL))
+        # What the compiled decoder reads (canonical.py).
+        self.plan = DecodePlan(
+            topic, msgspec.json.Decoder(struct),
+            operator.attrgetter(*ids) if len(ids) > 1 else (lambda s: (getattr(s, ids[0]),)),
+            tuple((n, n not in self.non_payload) for n, k, _ in self.fields
+                  if k in (B.TIME, B.OPT_TIME)),
+            # Not business content: dropped from the payload before it is hashed.
+            ("schema_version", *self.non_payload),
+            id_field, key_field, revision_field, event_time_field, arrival_time_field)
         names = {n for n, _, _ in self.fields}
         for role in (id_field, key_field, event_time_field, arrival_time_field,
                      revision_field, *self.non_payload):
@@ -192,17 +154,9 @@ def decode(contract: Contract, line: bytes, partition: int, offset: int) -> Reco
     `validate` on the generally parsed object, which gives the documented reason precedence
     (malformed JSON first, then schema version, then fields in contract order, then record
     rules)."""
-    try:
-        struct = contract.decoder.decode(line)
-    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-        # RecursionError: msgspec descends into every value, even of a field the contract
-        # does not have, and stops at the interpreter's recursion limit (about 1,000 levels,
-        # below orjson's 1,024): the general reader then judges the line.
-        struct = None
-    if struct is not None:
-        rec = _record(contract, struct, partition, offset, len(line))
-        if rec is not None:
-            return rec
+    rec = decoded_record(contract.plan, line, partition, offset)
+    if rec is not None:
+        return rec
     return validate(contract, parse_line(line), partition, offset, len(line))
 
 
@@ -217,53 +171,10 @@ def validate(contract: Contract, obj: object, partition: int, offset: int, size:
     except RecursionError:
         raise InvalidRecord(R.MALFORMED_JSON, "nested deeper than the decoder follows "
                                               "(about 1,000 levels)") from None
-    rec = _record(contract, struct, partition, offset, size)
+    rec = record_of(contract.plan, struct, partition, offset, size)
     if rec is None:
         raise _defect(contract, obj, "an identifier or instant outside its bounds")
     return rec
-
-
-def _record(c: Contract, s: msgspec.Struct, partition: int, offset: int,
-            size: int) -> Record | None:
-    """The Record of a struct the decoder accepted; None when an ID has a character outside
-    the alphabet or an instant lies outside the UTC range (the caller then judges the object
-    field by field). Raises InvalidRecord for a record-level defect."""
-    if _FORBIDDEN.search("".join(c._get_ids(s))):
-        return None
-    payload = _asdict(s)
-    times: dict[str, int | None] = {}
-    for name, in_payload in c._times:
-        v = payload[name]
-        if v is None:
-            times[name] = None
-            continue
-        d = v - _EPOCH
-        us = (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
-        if not _MIN_US <= us <= _MAX_US:
-            return None
-        times[name] = us
-        if in_payload:
-            # The one spelling of an instant: UTC, `Z`, microseconds only when non-zero,
-            # formatted by msgspec in C (`datetime.isoformat` costs several times more). The
-            # decoder gives Z and +00:00 the UTC zone; any other offset is moved to UTC first.
-            if v.tzinfo is not _UTC:
-                v = _EPOCH + timedelta(microseconds=us)
-            payload[name] = _encode(v)[1:-1].decode()
-    # Both time fields are required by every contract's struct: never None here.
-    event_us = cast(int, times[c.event_time_field])
-    arrival_us = cast(int, times[c.arrival_time_field])
-    if event_us - arrival_us > CLOCK_FAULT_US:
-        raise InvalidRecord(
-            R.EVENT_TIME_AFTER_ARRIVAL,
-            f"{c.event_time_field} is {(event_us - arrival_us) / 60e6:.1f} min after "
-            f"{c.arrival_time_field} (limit 5 min): producer clock fault")
-    for name in c._drop:
-        del payload[name]
-    raw = orjson.dumps(payload, option=_SORTED)
-    return Record(c.topic, partition, offset, payload[c.id_field],
-                  payload[c.revision_field] if c.revision_field else 1,
-                  payload[c.key_field], event_us, arrival_us, payload,
-                  digest(raw), size, times, raw)
 
 
 def _detail(name: str, value: object, message: str) -> str:
@@ -297,7 +208,7 @@ def _defect(c: Contract, obj: dict[str, Any], message: str) -> InvalidRecord:
             return InvalidRecord(reason, _detail(name, value, str(e)))
         if kind in (B.TIME, B.OPT_TIME) and value is not None:
             us = (msgspec.convert(value, hint, strict=True) - _EPOCH) // _ONE_US
-            if not _MIN_US <= us <= _MAX_US:
+            if not MIN_US <= us <= MAX_US:
                 return InvalidRecord(R.OUT_OF_RANGE, _detail(
                     name, value, f"instants lie within {B.MIN_INSTANT.isoformat()} .. "
                                  f"{B.MAX_INSTANT.isoformat()}"))

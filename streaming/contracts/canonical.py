@@ -1,0 +1,117 @@
+"""The hot path of every contract: a source line's bytes to a `Record`, in one compiled pass
+(streaming.native). The C decoder builds the contract's struct; this module turns it into the
+canonical payload (times in one spelling, redelivery fields dropped), the times in integer
+microseconds and the payload's hash. Any line it does not accept whole goes to the contracts'
+general path (core.validate), which judges it field by field for its quarantine reason."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any, Final
+
+import msgspec
+import orjson
+
+from ..hashing import digest
+from ..timeutil import US_PER_MIN
+from . import bounds as B
+from . import reasons as R
+from .record import InvalidRecord, Record
+
+# An event time more than this far after its own arrival is a producer clock fault.
+CLOCK_FAULT_US: Final = 5 * US_PER_MIN
+
+_UTC: Final = timezone.utc
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=_UTC)
+_ONE_US: Final = timedelta(microseconds=1)
+_FORBIDDEN: Final = B.FORBIDDEN_ID_CHAR
+_ENCODE: Final = msgspec.json.encode
+_ASDICT: Final = msgspec.structs.asdict
+_SORTED: Final = orjson.OPT_SORT_KEYS
+MIN_US: Final = (B.MIN_INSTANT - _EPOCH) // _ONE_US
+MAX_US: Final = (B.MAX_INSTANT - _EPOCH) // _ONE_US
+_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
+
+
+class DecodePlan:
+    """What the hot path reads of a contract, as fields of a compiled class (one C read each,
+    where the contract's attributes are dictionary lookups): built by `Contract`."""
+
+    def __init__(self, topic: str, decoder: Any, ids_of: Any,
+                 time_fields: tuple[tuple[str, bool], ...], dropped_fields: tuple[str, ...],
+                 id_field: str, key_field: str, revision_field: str | None,
+                 event_time_field: str, arrival_time_field: str) -> None:
+        self.topic = topic
+        self.decoder = decoder  # the contract's msgspec JSON decoder
+        self.ids_of = ids_of  # a struct -> its identifiers and labels, as a tuple
+        self.time_fields = time_fields  # (name, kept in the payload) of every time field
+        self.dropped_fields = dropped_fields  # not business content: out of the payload
+        self.id_field = id_field
+        self.key_field = key_field
+        self.revision_field = revision_field
+        self.event_time_field = event_time_field
+        self.arrival_time_field = arrival_time_field
+
+
+def decoded_record(c: DecodePlan, line: bytes, partition: int, offset: int) -> Record | None:
+    """The Record of a line the contract's C decoder accepts whole; None for any other line
+    (the caller then judges it on the general path). Raises InvalidRecord for a record-level
+    defect."""
+    try:
+        struct = c.decoder.decode(line)
+    except _DECODE_ERRORS:
+        # RecursionError: msgspec descends into every value, even of a field the contract
+        # does not have, and stops at the interpreter's recursion limit (about 1,000 levels,
+        # below orjson's 1,024): the general reader then judges the line.
+        return None
+    return record_of(c, struct, partition, offset, len(line))
+
+
+def record_of(c: DecodePlan, s: msgspec.Struct, partition: int, offset: int,
+              size: int) -> Record | None:
+    """The Record of a struct the decoder accepted; None when an ID has a character outside
+    the alphabet or an instant lies outside the UTC range (the caller then judges the object
+    field by field). Raises InvalidRecord for a record-level defect."""
+    if _FORBIDDEN.search("".join(c.ids_of(s))):
+        return None
+    payload: dict[str, Any] = _ASDICT(s)
+    times: dict[str, Any] = {}
+    for name, in_payload in c.time_fields:
+        v = payload[name]
+        if v is None:
+            times[name] = None
+            continue
+        d = v - _EPOCH
+        # Typed, so the arithmetic is on C integers rather than int objects.
+        days: int = d.days
+        seconds: int = d.seconds
+        micros: int = d.microseconds
+        us = (days * 86400 + seconds) * 1_000_000 + micros
+        if not MIN_US <= us <= MAX_US:
+            return None
+        times[name] = us
+        if in_payload:
+            # The one spelling of an instant: UTC, `Z`, microseconds only when non-zero,
+            # formatted by msgspec in C (`datetime.isoformat` costs several times more). The
+            # decoder gives Z and +00:00 the UTC zone; any other offset is moved to UTC first.
+            if v.tzinfo is not _UTC:
+                v = _EPOCH + timedelta(microseconds=us)
+            payload[name] = _ENCODE(v)[1:-1].decode()
+    # Both time fields are required by every contract's struct: never None here. Read back as
+    # the objects the times hold (not unboxed): the Record then shares them, as state that
+    # keeps a record's times does, instead of holding copies.
+    event_us = times[c.event_time_field]
+    arrival_us = times[c.arrival_time_field]
+    if event_us - arrival_us > CLOCK_FAULT_US:
+        raise InvalidRecord(
+            R.EVENT_TIME_AFTER_ARRIVAL,
+            f"{c.event_time_field} is {(event_us - arrival_us) / 60e6:.1f} min after "
+            f"{c.arrival_time_field} (limit 5 min): producer clock fault")
+    for name in c.dropped_fields:
+        del payload[name]
+    raw = orjson.dumps(payload, option=_SORTED)
+    revision_field = c.revision_field
+    return Record(c.topic, partition, offset, payload[c.id_field],
+                  payload[revision_field] if revision_field else 1,
+                  payload[c.key_field], event_us, arrival_us, payload,
+                  digest(raw), size, times, raw)
