@@ -34,11 +34,13 @@ from pathlib import Path
 from types import ModuleType
 
 # The pure core that is compiled: keyed state, watermarks, keys, times, the decoder's record
-# building, the join and the ledger.
-# Hosts, sources and sinks stay interpreted (their time goes to I/O, SQLite and msgspec). The
-# receipt scorer stays interpreted too: compiled, it ran no faster and its worker's peak memory
-# grew by 44%, because a compiled function unboxes the event times it is handed and boxes new
-# int objects where the interpreter shares one (docs/performance.md, "the compiled core").
+# building and the three operators. Hosts, sources and sinks stay interpreted (their time goes
+# to I/O, SQLite and msgspec). Two things compiled code does differently from the interpreter
+# matter here (docs/performance.md, "the compiled core" and the sixteenth round): it unboxes an
+# int it is handed and boxes a new object wherever it stores one (so times that state keeps are
+# typed Any, to share the caller's object), and mypyc 1.19's `bytes + bytes` never releases its
+# left operand (so compiled modules join bytes instead; tests/test_native.py checks that no
+# operator leaves objects behind).
 COMPILED: tuple[str, ...] = (
     "streaming.state",
     "streaming.watermarks",
@@ -52,6 +54,7 @@ COMPILED: tuple[str, ...] = (
     "streaming.operators.interval_join",
     "streaming.operators.ledger_categories",
     "streaming.operators.ledger",
+    "streaming.operators.receipts",
 )
 # The shared library mypyc builds for the group lives inside the package, so it imports from
 # wherever the package does (an editable install maps packages, not the project root).

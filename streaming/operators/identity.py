@@ -94,9 +94,10 @@ class IdentityIndex:
         if self.changed is not None:
             self.changed[eid] = None
 
-    def may_forget(self, eid: str, t: int) -> None:
+    def may_forget(self, eid: str, t: Any) -> None:
         """The identity of `eid` at event time t may be forgotten once t is below the bound
-        given to `evict_before`."""
+        given to `evict_before`. (t typed Any: the queue keeps the caller's int object, as
+        TimeQueue.push does, instead of a new one boxed by compiled code.)"""
         self.candidates.push(t, eid)
 
     def left_state(self, versions: list[tuple[str, int]], where: Any) -> None:
