@@ -34,13 +34,13 @@ from pathlib import Path
 from types import ModuleType
 
 # The pure core that is compiled: keyed state, watermarks, keys, times, the decoder's record
-# building and the three operators. Hosts, sources and sinks stay interpreted (their time goes
-# to I/O, SQLite and msgspec). Two things compiled code does differently from the interpreter
-# matter here (docs/performance.md, "the compiled core" and the sixteenth round): it unboxes an
-# int it is handed and boxes a new object wherever it stores one (so times that state keeps are
-# typed Any, to share the caller's object), and mypyc 1.19's `bytes + bytes` never releases its
-# left operand (so compiled modules join bytes instead; tests/test_native.py checks that no
-# operator leaves objects behind).
+# building, the receipt model's score and the three operators. Hosts, sources and sinks stay
+# interpreted (their time goes to I/O, SQLite and msgspec). Two things compiled code does
+# differently from the interpreter matter here (docs/performance.md, "the compiled core" and
+# the sixteenth round): it unboxes an int it is handed and boxes a new object wherever it
+# stores one (so times that state keeps are typed Any, to share the caller's object), and
+# mypyc 1.19's `bytes + bytes` never releases its left operand (so compiled modules join bytes
+# instead; tests/test_native.py checks that no operator leaves objects behind).
 COMPILED: tuple[str, ...] = (
     "streaming.state",
     "streaming.watermarks",
@@ -54,6 +54,7 @@ COMPILED: tuple[str, ...] = (
     "streaming.operators.interval_join",
     "streaming.operators.ledger_categories",
     "streaming.operators.ledger",
+    "streaming.models.logistic",
     "streaming.operators.receipts",
 )
 # The shared library mypyc builds for the group lives inside the package, so it imports from

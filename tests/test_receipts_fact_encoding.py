@@ -11,7 +11,8 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.models.registry import _TRANSFORMS, INITIAL_ARTIFACT, Model
+from streaming.models.logistic import transformed
+from streaming.models.registry import INITIAL_ARTIFACT, Model
 from streaming.operators.receipts import RUN_FIELDS, decision_fact, decision_key
 from streaming.store.ops import dumps
 from streaming.timeutil import NEG_INF, POS_INF, us_to_iso
@@ -27,7 +28,7 @@ def reference_score(model: Model, features: dict) -> tuple[float, str]:
     z = a["intercept"]
     for f in a["features"]:
         pre = a["preprocessing"][f]
-        x = _TRANSFORMS[pre["transform"]](features[f])
+        x = transformed(pre["transform"], features[f])
         z += a["weights"][f] * (x - pre["center"]) / pre["scale"]
     p = round(1.0 / (1.0 + math.exp(-z)), a.get("score_decimals", 6))
     pol = a["threshold_policy"]

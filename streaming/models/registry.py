@@ -16,12 +16,13 @@ a running or restored scorer keeps the revision held in its checkpoint."""
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import tempfile
 from dataclasses import dataclass, field
 
 import orjson
+
+from .logistic import TRANSFORMS, LogisticScorer
 
 DEFAULT_MODEL_DIR = ".riskstream/models"
 MODEL_DIR_ENV = "RISKSTREAM_MODEL_DIR"
@@ -73,18 +74,12 @@ def validate_artifact(artifact: dict) -> None:
     for f in artifact["features"]:
         if f not in artifact["preprocessing"] or f not in artifact["weights"]:
             raise ModelError(f"feature {f!r} has no preprocessing or weight")
-        if artifact["preprocessing"][f].get("transform") not in _TRANSFORMS:
+        if artifact["preprocessing"][f].get("transform") not in TRANSFORMS:
             raise ModelError(f"feature {f!r}: unknown transform "
                              f"{artifact['preprocessing'][f].get('transform')!r}")
     pol = artifact["threshold_policy"]
     if not (0.0 < pol.get("review_at", -1) <= pol.get("decline_at", -1) <= 1.0):
         raise ModelError("threshold_policy needs 0 < review_at <= decline_at <= 1")
-
-
-_TRANSFORMS = {
-    "identity": lambda x: float(x),
-    "log1p_dollars": lambda cents: math.log1p(max(cents, 0) / 100.0),
-}
 
 
 @dataclass(frozen=True)
@@ -93,19 +88,21 @@ class Model:
 
     revision: str
     artifact: dict
-    # What `score` reads of the artifact, taken out once per model rather than looked up per
-    # receipt: per feature (name, transform, weight, center, scale), then the intercept, the
-    # decimals and the two thresholds. Derived from `artifact`, so not compared.
-    _terms: tuple = field(init=False, repr=False, compare=False)
+    # What `score` reads of the artifact, taken out once (compiled: models/logistic.py).
+    # Derived from `artifact`, so not compared.
+    scorer: LogisticScorer = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         a = self.artifact
-        feats = tuple((f, _TRANSFORMS[a["preprocessing"][f]["transform"]], a["weights"][f],
-                       a["preprocessing"][f]["center"], a["preprocessing"][f]["scale"])
-                      for f in a["features"])
+        pre = a["preprocessing"]
+        # Numbers as floats: an artifact may spell one as an integer (`"center": 2`), and the
+        # arithmetic would convert it the same way at every use.
+        terms = [(f, pre[f]["transform"], float(a["weights"][f]), float(pre[f]["center"]),
+                  float(pre[f]["scale"])) for f in a["features"]]
         pol = a["threshold_policy"]
-        object.__setattr__(self, "_terms", (feats, a["intercept"], a.get("score_decimals", 6),
-                                            pol["decline_at"], pol["review_at"]))
+        object.__setattr__(self, "scorer", LogisticScorer(
+            terms, float(a["intercept"]), a.get("score_decimals", 6), float(pol["decline_at"]),
+            float(pol["review_at"])))
 
     @classmethod
     def from_artifact(cls, artifact: dict, expect_revision: str | None = None) -> Model:
@@ -116,16 +113,9 @@ class Model:
                              f"it was altered after registration")
         return cls(rev, artifact)
 
-    def score(self, features: dict) -> tuple[float, str]:
-        feats, z, decimals, decline_at, review_at = self._terms
-        for f, transform, weight, center, scale in feats:
-            z += weight * (transform(features[f]) - center) / scale
-        p = round(1.0 / (1.0 + math.exp(-z)), decimals)
-        if p >= decline_at:
-            return p, "decline"
-        if p >= review_at:
-            return p, "review"
-        return p, "approve"
+    def score(self, features: dict[str, int]) -> tuple[float, str]:
+        """(score, decision) of the features named by the artifact."""
+        return self.scorer.score(features)
 
 
 

@@ -74,23 +74,26 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
                   amount_7m: int, watermark_us: int, status: str, origin: str, reason: str,
                   predecessor_revision: int | None = None) -> Fact:
     """The one builder of decision facts (live scorer, reconciliation, re-pinning)."""
-    score, decision = model.score({"feature_count_7m": count, "feature_amount_7m": amount_7m,
-                                   "amount_cents": amount_cents})
+    score, decision = model.scorer.score({"feature_count_7m": count,
+                                          "feature_amount_7m": amount_7m,
+                                          "amount_cents": amount_cents})
     occurred = us_to_iso(occurred_us)
+    # Built in sorted key order, so orjson writes the canonical (sorted) document as it goes;
+    # tests/test_receipts_fact_encoding.py checks it against a sorted encoding.
     business = {
-        "receipt_id": receipt_id, "merchant_id": merchant_id, "store_id": store_id,
-        "occurred_at": occurred, "amount_cents": amount_cents,
-        "scoring_revision": scoring_revision, "model_revision": model.revision,
-        "score": score, "decision": decision, "feature_count_7m": count,
-        "feature_amount_7m": amount_7m, "state_cutoff": occurred,
-        "status": status, "origin": origin, "reason": reason,
+        "amount_cents": amount_cents, "decision": decision, "feature_amount_7m": amount_7m,
+        "feature_count_7m": count, "merchant_id": merchant_id,
+        "model_revision": model.revision, "occurred_at": occurred, "origin": origin,
+        "reason": reason, "receipt_id": receipt_id, "score": score,
+        "scoring_revision": scoring_revision, "state_cutoff": occurred, "status": status,
+        "store_id": store_id,
     }
     # One canonical encoding serves both the hash and the stored JSON: the run field sorts
     # last, so the stored document is the hashed one with it appended before the closing brace
     # (the bytes the sink's own sorted encoding of `payload` would give).
     # The fact carries that text only: its `payload` is decoded from it when something reads
     # it (a repair, a test); the sink stores the text as it is.
-    raw = orjson.dumps(business, option=orjson.OPT_SORT_KEYS)
+    raw = orjson.dumps(business)
     pred = decision_key(receipt_id, predecessor_revision) if predecessor_revision else None
     # Joined, not `+`: compiled, `bytes + bytes` leaks its left operand (mypyc 1.19 declares
     # that it takes the reference over and its fast path never releases it).
