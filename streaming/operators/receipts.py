@@ -65,6 +65,19 @@ PENDING, SCORED, HISTORY = 0, 1, 2  # HISTORY: a reconciliation record, never sc
 ID_T = 2  # identity row (operators.identity): [revision, payload_hash, occurred_us]
 
 
+def first_at_or_after(times: list[int], t: int, lo: int) -> int:
+    """`bisect_left(times, t, lo)` on C integers: compiled, a call of the bisect module boxes
+    its arguments and compares int objects."""
+    hi = len(times)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if times[mid] < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def decision_key(receipt_id: str, scoring_revision: int) -> str:
     return f"{receipt_id}|{scoring_revision}"
 
@@ -245,7 +258,7 @@ class ReceiptScorer:
             i = len(times)
         else:
             # After every entry <= (t, id): equal times are rare, so they are walked.
-            i = bisect_left(times, t, dead)
+            i = first_at_or_after(times, t, dead)
             while i < len(times) and times[i] == t and lst[i][ID] <= rid:
                 i += 1
         amounts = self._amounts.get(rec.key)
@@ -317,8 +330,8 @@ class ReceiptScorer:
         times = self._times.get(merchant)
         if not times:
             return 0, 0
-        lo = bisect_left(times, t - WINDOW_US, self._dead.get(merchant, 0))
-        hi = bisect_left(times, t, lo)
+        lo = first_at_or_after(times, t - WINDOW_US, self._dead.get(merchant, 0))
+        hi = first_at_or_after(times, t, lo)
         cum = self._cum[merchant]
         if len(cum) <= hi:
             cum = self._totals(merchant, hi)
@@ -339,7 +352,7 @@ class ReceiptScorer:
         """Rescore scored receipts in (t, t + 7 min] whose features the receipt at t changed."""
         model = self.pinned
         lst = self.by_merchant.get(merchant, ())
-        i = bisect_left(self._times.get(merchant, ()), t + 1, self._dead.get(merchant, 0))
+        i = first_at_or_after(self._times.get(merchant, []), t + 1, self._dead.get(merchant, 0))
         while i < len(lst) and lst[i][T] <= t + WINDOW_US:
             e = lst[i]
             i += 1
@@ -381,7 +394,7 @@ class ReceiptScorer:
                 dead = deads.get(merchant, 0)
                 if not times or times[dead] != t:
                     continue  # stale: the merchant's first entry changed and has its own row
-                k = bisect_left(times, bound, dead)
+                k = first_at_or_after(times, bound, dead)
                 lst = self.by_merchant[merchant]
                 for e in lst[dead:k]:
                     del entries[e[ID]], merchant_of[e[ID]]
