@@ -56,6 +56,7 @@ COMPILED: tuple[str, ...] = (
     "streaming.operators.ledger",
     "streaming.models.logistic",
     "streaming.operators.receipts",
+    "streaming.host.drive",
 )
 # The shared library mypyc builds for the group lives inside the package, so it imports from
 # wherever the package does (an editable install maps packages, not the project root).

@@ -11,14 +11,13 @@ batch after it."""
 
 from __future__ import annotations
 
-import hashlib
-from typing import Any
 
 import orjson
 
 from ..sources.filelog import RawRecord
 from ..sources.records import ARRIVAL_JUMP
 from .checkpoints import SourceMismatch
+from .drive import range_digests
 from .settings import TP, Source
 
 
@@ -72,19 +71,6 @@ def verify_journal(entries: list[dict], source: Source, positions: dict[TP, int]
         raws, _ = journaled_batch(entry, source, cursor)
         for raw in raws:
             cursor[(raw.topic, raw.partition)] = raw.offset + 1
-
-
-def range_digests(raws: list[RawRecord]) -> dict[str, str]:
-    """Per topic-partition ("topic:p"), a digest of the consumed lines in offset order."""
-    hashes: dict[str, Any] = {}
-    for raw in raws:
-        key = f"{raw.topic}:{raw.partition}"
-        h = hashes.get(key)
-        if h is None:
-            h = hashes[key] = hashlib.sha256()
-        h.update(raw.line)
-        h.update(b"\n")
-    return {k: h.hexdigest()[:32] for k, h in hashes.items()}
 
 
 def verify_digests(entry: dict, raws: list[RawRecord]) -> None:

@@ -8,7 +8,6 @@ sink pacer and crash injection each live in their own module of this package."""
 
 from __future__ import annotations
 
-from typing import Any
 
 import logging
 import time
@@ -16,8 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ..collector import run_collector
-from ..contracts import InvalidRecord, decode, quarantine_text
-from ..operators.base import Emit, Quarantined, safe_text
+from ..operators.base import Emit, safe_text
 from ..sources import open_source
 from ..sources.filelog import RawRecord
 from ..sources.records import own_arrival
@@ -26,10 +24,10 @@ from ..store.writer_process import WriterProcess, pack
 from ..timeutil import NEG_INF, event_date
 from ..watermarks import InputWatermark
 from .checkpoints import (CheckpointChain, CheckpointDump, CheckpointMismatch, checkpoint_row,
-                          checkpoint_summary, dump_checkpoint, read_checkpoint, tp_str,
-                          verified_positions)
+                          checkpoint_summary, dump_checkpoint, read_checkpoint, verified_positions)
 from .crash import CrashInjector
-from .journal import journaled_batch, range_digests, verify_journal
+from .drive import BatchTrace, drive_batch
+from .journal import journaled_batch, verify_journal
 from .metrics import metrics_snapshot
 from .settings import TP, Operator, PipelineSpec, RunSettings, Source
 from .throttle import SinkThrottle
@@ -307,88 +305,31 @@ class Worker:
         out = Emit()
         op = self.op
         wms = self.wms
-        contracts = self.spec.contracts
-        # per "topic:p": [first offset, last offset, digest of the consumed lines, offsets the
-        # source judged arrival-time jumps]
-        ranges: dict[str, list[Any]] = {}
-        jumps: dict[str, list[int]] = {}
-        order_runs: list[list] = []
-        made: list[list] = []
         following = decisions is not None
-        pending = sorted(decisions or [], key=lambda d: d[0])
-        pi = 0
-        idle_after = self.settings.idle_after_us
-        clock = time.perf_counter
         stages = self.result.stage_seconds
-        decode_s = 0.0
-        positions = self.positions
-        names = self._tp_names
-        # The run of records of one partition in hand: its journal run and range. Records
-        # come in runs (the merge hands out a partition's records by arrival), so the
-        # per-record bookkeeping only counts and the partition's names are looked up per run.
-        run_topic, run_part = "", -1
-        run: list = []
-        r: list = []
-        tp: TP = ("", -1)
-        tps = ""
-        # An operator that decides nothing by the clock is not called after every record.
-        on_clock = op.on_clock if getattr(op, "clocked", True) else None
         if raws and self.stream_start <= NEG_INF:
             self.stream_start = raws[0].arrival_us
+        trace = BatchTrace(self.clock)
+        idle_after = self.settings.idle_after_us
+        # An operator that decides nothing by the clock is not called after every record.
+        on_clock = op.on_clock if getattr(op, "clocked", True) else None
+        clock = time.perf_counter
         t_batch = clock()
-        for i, raw in enumerate(raws):
-            off = raw.offset
-            if raw.partition != run_part or raw.topic != run_topic:
-                run_topic, run_part = raw.topic, raw.partition
-                tp = (run_topic, run_part)
-                tps = names.get(tp) or names.setdefault(tp, tp_str(*tp))
-                run = [tps, 0]
-                order_runs.append(run)
-                r = ranges.get(tps) or ranges.setdefault(tps, [off, off])
-            run[1] += 1
-            r[1] = off
-            positions[tp] = off + 1
-            if raw.arrival_us > self.clock:
-                self.clock = raw.arrival_us
-            wm = wms[raw.topic]
-            contract = contracts[raw.topic]
-            t_rec = clock()
-            try:
-                if raw.fault is not None:
-                    jumps.setdefault(tps, []).append(raw.offset)
-                    raise InvalidRecord(*raw.fault)
-                # Straight from the line's bytes: the C decoder builds the struct; only a line
-                # it refuses is parsed generally, to name the defect.
-                rec = decode(contract, raw.line, raw.partition, raw.offset)
-            except InvalidRecord as exc:
-                decode_s += clock() - t_rec
-                out.quarantine.append(_quarantined(raw, exc.reason, exc.detail))
-                wm.touch(raw.partition, raw.arrival_us)
-            else:
-                decode_s += clock() - t_rec
-                op.on_record(rec, out)
-                if wm.observe(raw.partition, rec.event_us, raw.arrival_us):
-                    op.on_watermark(raw.topic, wm.wm, out)
-            if on_clock is not None:
-                on_clock(self.clock, out)
-            # Idleness: follow journaled decisions on replay, decide from evidence otherwise.
-            if following:
-                while pi < len(pending) and pending[pi][0] == i:
-                    _, topic, part, idle = pending[pi]
-                    if wms[topic].set_idle(part, idle):
-                        op.on_watermark(topic, wms[topic].wm, out)
-                    made.append(pending[pi])
-                    pi += 1
-            elif idle_after is not None:
-                self._idleness(i, idle_after, out, made)
+        drive_batch(raws, op, wms, self.spec.contracts, out, self.positions, self._tp_names,
+                    trace, on_clock,
+                    sorted(decisions or [], key=lambda d: d[0]) if following else None,
+                    (None if following or idle_after is None
+                     else lambda i, clock, emit, made: self._idleness(i, clock, idle_after,
+                                                                      emit, made)))
+        self.clock = trace.clock
         if end_of_stream:
             for wm in wms.values():
                 wm.end_of_stream()
             op.on_end_of_stream(out)
             self.ended = True
         t_sink = clock()
-        stages["decode_validate"] += decode_s
-        stages["operator"] += t_sink - t_batch - decode_s
+        stages["decode_validate"] += trace.decode_s
+        stages["operator"] += t_sink - t_batch - trace.decode_s
         if isinstance(self._inflight, _CheckpointInFlight):
             # Written while this batch ran; settled before the batch is built, as its metrics
             # snapshot reports the newest checkpoint. The wait is the checkpoint stage's.
@@ -403,14 +344,14 @@ class Worker:
             seq = self.seq
         else:
             self.seq = seq
-        for tps, digest in range_digests(raws).items():
-            ranges[tps].extend((digest, jumps.get(tps, [])))
+        ranges = trace.journal_ranges()
         # Building the batch reads only host and operator state (not the store), and settling
         # the batch in flight changes none of it (a batch followed by a checkpoint settled
         # before this batch began), so it runs before the settle, overlapped with that commit.
         # So does packing it for the writer, when it is to be handed over: the writer then
         # waits only for the message, not for the pickling (docs/performance.md, ninth round).
-        bw = self._batch_write(seq, out, ranges, order_runs, made, n, end_of_stream)
+        bw = self._batch_write(seq, out, ranges, trace.order_runs, trace.made, n,
+                               end_of_stream)
         # The end of the stream and a replayed batch commit serially: an end of stream is
         # followed by the run's last checkpoint, written here.
         handed = (pack(bw.rows()) if self._overlap and may_overlap and not end_of_stream
@@ -529,8 +470,9 @@ class Worker:
         self.crash.hit("before-ack")
         self.source.ack({k: (v[0], v[1]) for k, v in ranges.items()})
 
-    def _idleness(self, i: int, idle_after: int, out: Emit, made: list) -> None:
-        clock = self.clock
+    def _idleness(self, i: int, clock: int, idle_after: int, out: Emit, made: list) -> None:
+        """After record `i` of a batch, at worker clock `clock`: every partition quiet for
+        `idle_after` of source time with nothing waiting at the log is declared idle."""
         for topic, wm in self.wms.items():
             for p in range(len(wm.idle)):
                 if wm.idle[p]:
@@ -614,8 +556,3 @@ class Worker:
     # ------------------------------------------------------------------ metrics
     def _metrics_snapshot(self, out: Emit | None = None) -> dict:
         return metrics_snapshot(self, out)
-
-
-def _quarantined(raw: RawRecord, reason: str, detail: str) -> Quarantined:
-    return Quarantined(raw.topic, raw.partition, raw.offset, reason, detail,
-                       quarantine_text(raw.line))

@@ -1,0 +1,193 @@
+"""A batch's records through the operator: the worker's per-record loop, compiled.
+
+For every record the host moves its partition's position and the worker clock, decodes the
+line against its topic's contract (quarantining what it refuses), hands the record to the
+operator, advances the topic's watermark, and follows or makes idleness decisions. Around
+that it keeps what the batch's journal entry needs: each partition's offset range and line
+digest, the order the partitions' runs came in, and the arrival-time jumps the source judged.
+
+This module holds only that loop and the bookkeeping it fills (`BatchTrace`); the worker
+(`host.loop.Worker`) stays interpreted and calls `drive_batch` once per batch. It is in the
+compiled set (`streaming.native`): interpreted, the loop's own steps cost about as much as
+the decoder (docs/performance.md, seventeenth round)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..contracts.canonical import decoded_record
+from ..contracts.core import Contract, decode, quarantine_text
+from ..contracts.record import InvalidRecord, Record
+from ..operators.base import Emit, Quarantined
+from ..watermarks import InputWatermark
+
+TP = tuple[str, int]
+# idleness(index of the record just handled, worker clock, emit, decisions made): the worker's
+# evidence-based idleness check, asked after every record when idleness is on.
+Idleness = Callable[[int, int, Emit, list], None]
+
+
+class BatchTrace:
+    """What one batch's loop leaves for its journal entry and stage timings.
+
+    `ranges`: "topic:p" -> [first offset, last offset] of the records consumed (the digest
+    and the judged jumps are appended once the batch is done, `journal_ranges`);
+    `order_runs`: ["topic:p", count] per run of one partition's records, in the order read;
+    `jumps`: "topic:p" -> offsets the source judged arrival-time jumps; `made`: the idleness
+    decisions taken (or followed) as [record index, topic, partition, idle];
+    `lines`: "topic:p" -> the consumed lines, for the digest; `decode_s`: seconds spent
+    decoding; `clock`: the worker clock after the batch."""
+
+    def __init__(self, clock: int) -> None:
+        self.ranges: dict[str, list[Any]] = {}
+        self.order_runs: list[list[Any]] = []
+        self.jumps: dict[str, list[int]] = {}
+        self.made: list[list[Any]] = []
+        self.lines: dict[str, list[bytes]] = {}
+        self.decode_s = 0.0
+        self.clock = clock
+
+    def journal_ranges(self) -> dict[str, list[Any]]:
+        """`ranges` with each partition's line digest and judged jumps appended: the journal's
+        [first, last, digest, jumps] per "topic:p"."""
+        for tps, lines in self.lines.items():
+            self.ranges[tps].extend((lines_digest(lines), self.jumps.get(tps, [])))
+        return self.ranges
+
+
+def lines_digest(lines: list[bytes]) -> str:
+    """The journal's digest of a partition's consumed lines, in offset order: SHA-256 over each
+    line followed by a newline, the first 32 hex digits. (One update over the joined lines:
+    the same bytes as an update per line and per newline, in one call.)"""
+    h = hashlib.sha256()
+    if lines:
+        h.update(b"\n".join(lines))
+        h.update(b"\n")
+    return h.hexdigest()[:32]
+
+
+def range_digests(raws: list[Any]) -> dict[str, str]:
+    """Per topic-partition ("topic:p"), the digest of the lines `raws` holds, in their order
+    (what a replay checks its re-read lines against)."""
+    lines: dict[str, list[bytes]] = {}
+    topic, part = "", -1
+    run: list[bytes] = []
+    for raw in raws:
+        if raw.partition != part or raw.topic != topic:
+            topic, part = raw.topic, raw.partition
+            key = f"{topic}:{part}"
+            got = lines.get(key)
+            if got is None:
+                got = lines[key] = []
+            run = got
+        run.append(raw.line)
+    return {k: lines_digest(v) for k, v in lines.items()}
+
+
+def drive_batch(raws: list[Any], op: Any, wms: dict[str, InputWatermark],
+                contracts: dict[str, Contract], out: Emit, positions: dict[TP, int],
+                names: dict[TP, str], trace: BatchTrace, on_clock: Any,
+                pending: list[list[Any]] | None, idleness: Idleness | None) -> None:
+    """Run `raws` (source records, `RawRecord`) through `op` in order; fill `trace`.
+
+    `positions` and `names` are the worker's (position after each record's offset; the
+    "topic:p" spelling of each partition). `on_clock`: the operator's clock callback, asked
+    after every record, or None for an operator that decides nothing by the clock.
+    `pending`: the journaled idleness decisions of a replayed batch, sorted by record index
+    (followed instead of deciding anew), or None; `idleness`: the worker's idleness check,
+    asked after every record when not replaying, or None when idleness is off."""
+    perf = time.perf_counter
+    clock = trace.clock
+    ranges = trace.ranges
+    lines = trace.lines
+    decode_s = 0.0
+    # The run of records of one partition in hand: its journal run and range. Records come in
+    # runs (the merge hands out a partition's records by arrival), so per record the loop
+    # only counts and the partition's names are looked up per run.
+    run_topic, run_part = "", -1
+    run: list[Any] = []
+    rng: list[Any] = []
+    run_lines: list[bytes] = []
+    tp: TP = ("", -1)
+    tps = ""
+    wm: InputWatermark | None = None
+    contract: Contract | None = None
+    pi = 0
+    n_pending = 0 if pending is None else len(pending)
+    i = 0
+    for raw in raws:
+        off: int = raw.offset
+        part: int = raw.partition
+        topic: str = raw.topic
+        if part != run_part or topic != run_topic:
+            run_topic, run_part = topic, part
+            tp = (topic, part)
+            got_name = names.get(tp)
+            if got_name is None:
+                got_name = names[tp] = f"{topic}:{part}"
+            tps = got_name
+            run = [tps, 0]
+            trace.order_runs.append(run)
+            got_rng = ranges.get(tps)
+            if got_rng is None:
+                got_rng = ranges[tps] = [off, off]
+                lines[tps] = []
+            rng = got_rng
+            run_lines = lines[tps]
+            wm = wms[topic]
+            contract = contracts[topic]
+        assert wm is not None and contract is not None
+        run[1] += 1
+        rng[1] = off
+        positions[tp] = off + 1
+        line: bytes = raw.line
+        run_lines.append(line)
+        arrival: int = raw.arrival_us
+        if arrival > clock:
+            clock = arrival
+        t_rec = perf()
+        rec: Record | None = None
+        try:
+            fault = raw.fault
+            if fault is not None:
+                jumps = trace.jumps.get(tps)
+                if jumps is None:
+                    jumps = trace.jumps[tps] = []
+                jumps.append(off)
+                raise InvalidRecord(fault[0], fault[1])
+            # Straight from the line's bytes: the C decoder builds the record; only a line it
+            # refuses is judged by the general path (`decode`), to name the defect.
+            rec = decoded_record(contract.plan, line, part, off)
+            if rec is None:
+                rec = decode(contract, line, part, off)
+        except InvalidRecord as exc:
+            decode_s += perf() - t_rec
+            out.quarantine.append(Quarantined(topic, part, off, exc.reason, exc.detail,
+                                              quarantine_text(line)))
+            wm.touch(part, arrival)
+        else:
+            decode_s += perf() - t_rec
+            op.on_record(rec, out)
+            if wm.observe(part, rec.event_us, arrival):
+                op.on_watermark(topic, wm.wm, out)
+        if on_clock is not None:
+            on_clock(clock, out)
+        # Idleness: follow journaled decisions on replay, decide from evidence otherwise.
+        if pending is not None:
+            while pi < n_pending and pending[pi][0] == i:
+                decision = pending[pi]
+                d_topic: str = decision[1]
+                d_wm = wms[d_topic]
+                if d_wm.set_idle(decision[2], decision[3]):
+                    op.on_watermark(d_topic, d_wm.wm, out)
+                trace.made.append(decision)
+                pi += 1
+        elif idleness is not None:
+            trace.clock = clock
+            idleness(i, clock, out, trace.made)
+        i += 1
+    trace.clock = clock
+    trace.decode_s += decode_s
