@@ -351,8 +351,11 @@ class ReceiptScorer:
     def _rescore_after(self, merchant: str, t: int, cause: str, out: Emit) -> None:
         """Rescore scored receipts in (t, t + 7 min] whose features the receipt at t changed."""
         model = self.pinned
-        lst = self.by_merchant.get(merchant, ())
-        i = first_at_or_after(self._times.get(merchant, []), t + 1, self._dead.get(merchant, 0))
+        times = self._times.get(merchant)
+        if times is None:
+            return
+        lst = self.by_merchant[merchant]
+        i = first_at_or_after(times, t + 1, self._dead.get(merchant, 0))
         while i < len(lst) and lst[i][T] <= t + WINDOW_US:
             e = lst[i]
             i += 1
