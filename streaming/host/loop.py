@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from itertools import islice
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -26,7 +27,7 @@ from ..watermarks import InputWatermark
 from .checkpoints import (CheckpointChain, CheckpointDump, CheckpointMismatch, checkpoint_row,
                           checkpoint_summary, dump_checkpoint, read_checkpoint, verified_positions)
 from .crash import CrashInjector
-from .drive import BatchTrace, drive_batch
+from .drive import BatchTrace, archive_rows, drive_batch
 from .journal import journaled_batch, verify_journal
 from .metrics import metrics_snapshot
 from .settings import TP, Operator, PipelineSpec, RunSettings, Source
@@ -222,19 +223,13 @@ class Worker:
             done += self.throttle.report.committed
             self.result.backlog = self.throttle.report.as_dict()
             self.result.backlog_lines = self.throttle.report.lines()
-        batch: list[RawRecord] = []
-        for raw in (self.source.merged(self.positions) if self.throttle is None else ()):
-            batch.append(raw)
-            if len(batch) >= limit:
-                # The run's last batch commits serially: nothing is left to overlap it with,
-                # and a run of one batch then never starts a writer process.
-                self._run_batch(batch, None, may_overlap=done + len(batch) < total)
-                done += len(batch)
-                batch = []
-                if self.progress:
-                    self.progress(done, total)
-        if batch:
-            self._run_batch(batch, None)
+        records = self.source.merged(self.positions) if self.throttle is None else iter(())
+        while batch := list(islice(records, limit)):
+            # The run's last batch commits serially: nothing is left to overlap it with, and a
+            # run of one batch then never starts a writer process. (A batch shorter than the
+            # limit is the last one.)
+            self._run_batch(batch, None,
+                            may_overlap=len(batch) >= limit and done + len(batch) < total)
             done += len(batch)
             if self.progress:
                 self.progress(done, total)
@@ -488,10 +483,7 @@ class Worker:
 
     def _batch_write(self, seq, out: Emit, ranges, order_runs, made, n, eos) -> BatchWrite:
         name = self.spec.name
-        archive = [(name, rec.topic, rec.partition, rec.offset, rec.id, rec.revision, rec.key,
-                    rec.event_us, rec.arrival_us, rec.payload_json or dumps(rec.payload),
-                    rec.payload_hash, disp, seq)  # ARCHIVE_ROW order
-                   for rec, disp in out.dispositions]
+        archive = archive_rows(name, out.dispositions, seq)
         quarantine = [{"pipeline": name, "topic": q.topic, "partition": q.partition,
                        "offset": q.offset, "reason": q.reason, "detail": safe_text(q.detail),
                        "raw": safe_text(q.raw), "batch_seq": seq} for q in out.quarantine]
