@@ -7,7 +7,8 @@ import sys
 import zlib
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select, update
 
@@ -146,3 +147,26 @@ def test_state_compressed_in_pieces_is_one_zlib_stream(data, level, monkeypatch)
     assert zlib.decompress(blob) == data
     if len(data) > 1 << 12:
         assert blob[:2] == zlib.compress(b"", level)[:2]
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2 ** 63), 2 ** 63 - 1) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.text(max_size=6) | st.integers(-5, 5), inner, max_size=4),
+    max_leaves=20)
+
+
+@given(state=st.dictionaries(st.text(max_size=6), _JSON_VALUES, max_size=5))
+@example(state={"operator": {"rows": {"a": [1, {2: "x"}]}}})
+def test_a_state_is_encoded_as_with_non_text_keys_allowed(state):
+    """`encode_state` tries the faster encoding without orjson's OPT_NON_STR_KEYS first: a
+    state whose maps are keyed by text gives the same bytes, and one with a number key
+    anywhere is still written (its key as text), as it always was."""
+    from streaming.host.checkpoints import encode_state
+    assert encode_state(state) == orjson.dumps(state, option=orjson.OPT_NON_STR_KEYS)
+
+
+def test_a_state_that_json_cannot_hold_is_still_refused():
+    from streaming.host.checkpoints import encode_state
+    with pytest.raises(TypeError):
+        encode_state({"operator": {"rows": {1: object()}}})
