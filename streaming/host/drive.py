@@ -24,6 +24,7 @@ from ..contracts.record import InvalidRecord, Record
 from ..operators.base import Emit, Quarantined
 from ..store.ops import dumps
 from ..watermarks import InputWatermark
+from .checkpoints import tp_str
 
 TP = tuple[str, int]
 # idleness(index of the record just handled, worker clock, emit, decisions made): the worker's
@@ -79,7 +80,7 @@ def range_digests(raws: list[Any]) -> dict[str, str]:
     for raw in raws:
         if raw.partition != part or raw.topic != topic:
             topic, part = raw.topic, raw.partition
-            key = f"{topic}:{part}"
+            key = tp_str(topic, part)
             got = lines.get(key)
             if got is None:
                 got = lines[key] = []
@@ -141,7 +142,7 @@ def drive_batch(raws: list[Any], op: Any, wms: dict[str, InputWatermark],
             tp = (topic, part)
             got_name = names.get(tp)
             if got_name is None:
-                got_name = names[tp] = f"{topic}:{part}"
+                got_name = names[tp] = tp_str(topic, part)
             tps = got_name
             run = [tps, 0]
             trace.order_runs.append(run)
@@ -200,7 +201,6 @@ def drive_batch(raws: list[Any], op: Any, wms: dict[str, InputWatermark],
                 trace.made.append(decision)
                 pi += 1
         elif idleness is not None:
-            trace.clock = clock
             idleness(i, clock, out, trace.made)
         i += 1
     trace.clock = clock

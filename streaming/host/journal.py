@@ -11,7 +11,6 @@ batch after it."""
 
 from __future__ import annotations
 
-
 import orjson
 
 from ..sources.filelog import RawRecord

@@ -8,7 +8,6 @@ sink pacer and crash injection each live in their own module of this package."""
 
 from __future__ import annotations
 
-
 import logging
 import time
 from itertools import islice
