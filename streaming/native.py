@@ -34,8 +34,9 @@ from pathlib import Path
 from types import ModuleType
 
 # The pure core that is compiled: keyed state, watermarks, keys, times, the decoder's record
-# building, the receipt model's score and the three operators. Hosts, sources and sinks stay
-# interpreted (their time goes to I/O, SQLite and msgspec). Two things compiled code does
+# building, the receipt model's score, the three operators and the worker's per-record loop
+# (host/drive.py). The rest of the hosts, the sources and the sinks stay interpreted (their
+# time goes to I/O, SQLite and msgspec). Two things compiled code does
 # differently from the interpreter matter here (docs/performance.md, "the compiled core" and
 # the sixteenth round): it unboxes an int it is handed and boxes a new object wherever it
 # stores one (so times that state keeps are typed Any, to share the caller's object), and
