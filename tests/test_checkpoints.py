@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select, update
 
+from streaming.host.checkpoints import decompressed_state
 from streaming.store import schema as S
 from streaming.store.ops import Store
 
@@ -32,14 +33,13 @@ def test_checkpoint_meta_holds_what_restore_needs(seed_dir, store_url):
     assert sum(meta["positions"].values()) == 470
     assert meta["source"]["partitions"] == {"payments": 2, "risk_signals": 3}
     assert len(meta["source"]["fingerprints"]) == 5
-    assert meta["serializer"] == "orjson+zlib/1" and meta["state_schema"] == "interval_join/1"
+    assert meta["serializer"] == "orjson+zstd/1" and meta["state_schema"] == "interval_join/1"
     assert meta["rule_version"] == "ij-v1:-47m..+8m"
     assert meta["reference_versions"] == {"rule_version": "ij-v1:-47m..+8m"}
     assert meta["code_revision"] and meta["size_bytes"] == cks[-1]["size_bytes"] > 0
     assert meta["duration_ms"] >= 0 and meta["state_bytes"] >= 0
     assert set(meta["watermarks"]) == {"payments", "risk_signals"}
-    import zlib
-    state = orjson.loads(zlib.decompress(full["state"]))
+    state = orjson.loads(decompressed_state(full))
     op = state["operator"]
     assert {"evicted_max_pay", "evicted_max_sig", "pay_ids", "sig_ids"} <= set(op)
     assert "pay-dup" in op["pay_ids"]  # deduplication identities survive restarts
@@ -103,29 +103,80 @@ def test_appended_source_continues_from_checkpoint(seed_dir, tmp_path, sqlite_ur
     assert pair_set(sqlite_url) == pair_set(seed_whole)
 
 
-def test_checkpoint_compressed_at_another_level_restores(seed_dir, tmp_path, sqlite_url,
-                                                          seed_whole):
-    """Checkpoints written before the compression level changed (zlib's default, or the
-    highest) restore and continue exactly: the level is not part of the serializer."""
-    import zlib
-
-    from streaming.host.checkpoints import COMPRESS_LEVEL
-    src, _ = seed_dir
-    whole = seed_whole
-    for level in {6, 9} - {COMPRESS_LEVEL}:
-        url = f"sqlite:///{tmp_path}/level{level}.sqlite"
-        run_join(src, url, checkpoint_every=200)
-        store = Store(url)
-        c = S.checkpoints.c
+def _rewrite_checkpoints(url: str, recode) -> None:
+    """Every checkpoint row of `url` re-encoded: `recode(serializer, raw state)` gives the
+    row's new serializer and state blob."""
+    store = Store(url)
+    c = S.checkpoints.c
+    try:
         with store.engine.begin() as conn:
-            last, blob = conn.execute(select(c.id, c.state).order_by(c.id.desc()).limit(1)).one()
-            old = zlib.compress(zlib.decompress(blob), level)
-            assert old != blob  # really another encoding of the same state
-            conn.execute(update(S.checkpoints).where(c.id == last).values(state=old))
+            rows = conn.execute(select(c.id, c.serializer, c.state)).all()
+            for ck_id, serializer, blob in rows:
+                raw = decompressed_state({"id": ck_id, "serializer": serializer, "state": blob})
+                new_serializer, new_blob = recode(serializer, raw)
+                assert new_blob != blob  # really another encoding of the same state
+                conn.execute(update(S.checkpoints).where(c.id == ck_id)
+                             .values(serializer=new_serializer, state=new_blob))
+    finally:
         store.dispose()
-        resumed = run_join(src, url, end_of_stream=True)
-        assert resumed.records == 0  # restored at the end of the source, nothing re-read
-        assert pair_set(url) == pair_set(whole)
+
+
+@pytest.mark.parametrize("written_by", ["zlib, as releases before zstd wrote them",
+                                        "zstd at another level"])
+def test_checkpoints_written_another_way_restore(seed_dir, tmp_path, seed_whole, written_by):
+    """A store whose checkpoints an earlier release wrote with zlib, or that were compressed
+    at another zstd level, restores and continues exactly: the codec is read from each row's
+    serializer, and the level is not part of it. (A ledger's zlib delta chain restores
+    in tests/test_checkpoints_delta.py.)"""
+    from streaming.host.checkpoints import (COMPRESS_LEVEL, SERIALIZER, ZLIB_SERIALIZER,
+                                            compress_state)
+
+    def as_zlib(serializer: str, raw: bytes) -> tuple[str, bytes]:
+        return serializer.replace(SERIALIZER, ZLIB_SERIALIZER), zlib.compress(raw, 6)
+
+    def other_level(serializer: str, raw: bytes) -> tuple[str, bytes]:
+        return serializer, compress_state(raw, COMPRESS_LEVEL + 9)
+
+    src, _ = seed_dir
+    url = f"sqlite:///{tmp_path}/written.sqlite"
+    run_join(src, url, checkpoint_every=100)
+    zlib_rows = written_by.startswith("zlib")
+    _rewrite_checkpoints(url, as_zlib if zlib_rows else other_level)
+    store = Store(url)
+    try:
+        kinds = {ck["serializer"] for ck in store.checkpoints("join")}
+    finally:
+        store.dispose()
+    assert kinds == {ZLIB_SERIALIZER if zlib_rows else SERIALIZER}
+    resumed = run_join(src, url, end_of_stream=True)
+    assert resumed.records == 0  # restored at the end of the source, nothing re-read
+    assert resumed.restored_from is not None
+    assert pair_set(url) == pair_set(seed_whole)
+
+
+def test_a_checkpoint_that_does_not_decompress_is_refused(seed_dir, tmp_path):
+    """A row whose bytes are not what its serializer says (a zstd frame cut short, zlib bytes
+    under the zstd name) stops the run before anything is read or written."""
+    from streaming.host.checkpoints import CheckpointMismatch, read_checkpoint
+
+    src, _ = seed_dir
+    for name, spoil in [("cut", lambda s, raw: (s, compress_state_cut(raw))),
+                        ("zlib bytes", lambda s, raw: (s, zlib.compress(raw)))]:
+        url = f"sqlite:///{tmp_path}/{name.replace(' ', '_')}.sqlite"
+        run_join(src, url, checkpoint_every=1000)
+        _rewrite_checkpoints(url, spoil)
+        store = Store(url)
+        try:
+            with pytest.raises(CheckpointMismatch, match="cannot be decoded"):
+                read_checkpoint(store, "join", "interval_join/1")
+        finally:
+            store.dispose()
+
+
+def compress_state_cut(raw: bytes) -> bytes:
+    from streaming.host.checkpoints import compress_state
+    blob = compress_state(raw)
+    return blob[:len(blob) // 2]
 
 
 @settings(max_examples=60, deadline=None,
@@ -135,18 +186,19 @@ def test_checkpoint_compressed_at_another_level_restores(seed_dir, tmp_path, sql
     st.integers(0, 3 * 1024).map(lambda n: b"{\"id\":\"pay-%06d\"}," % n * n),
     st.sampled_from([4095, 4096, 4097, 8192, 12289]).flatmap(
         lambda n: st.binary(min_size=n, max_size=n))),
-    level=st.sampled_from([1, 6]))
-def test_state_compressed_in_pieces_is_one_zlib_stream(data, level, monkeypatch):
-    """`compress_state` splits a large state into pieces compressed on threads; the result is
-    one ordinary zlib stream (what restore, and every earlier release, decompresses), whatever
-    the size relative to the pieces: empty, one piece, exact multiples, one byte either side,
-    incompressible bytes."""
+    level=st.sampled_from([1, 3]))
+def test_state_is_one_zstd_frame_that_records_its_size(data, level, monkeypatch):
+    """`compress_state` gives one zstd frame that records the state's size (what restore reads
+    back in one call), on one thread or, above COMPRESS_THREADS_ABOVE, on several: empty,
+    around the threshold, incompressible bytes."""
+    import zstandard
+
     from streaming.host import checkpoints
-    monkeypatch.setattr(checkpoints, "COMPRESS_PIECE_BYTES", 1 << 12)  # many pieces, fast
+    monkeypatch.setattr(checkpoints, "COMPRESS_THREADS_ABOVE", 1 << 12)  # threads, fast
     blob = checkpoints.compress_state(data, level)
-    assert zlib.decompress(blob) == data
-    if len(data) > 1 << 12:
-        assert blob[:2] == zlib.compress(b"", level)[:2]
+    assert zstandard.frame_content_size(blob) == len(data)
+    assert decompressed_state({"id": 1, "serializer": checkpoints.SERIALIZER,
+                               "state": blob}) == data
 
 
 _JSON_VALUES = st.recursive(

@@ -13,7 +13,8 @@ import pytest
 from sqlalchemy import delete, update
 
 from riskstream_tools.workloads.ledger_seed import generate
-from streaming.host.checkpoints import (DELTA_SERIALIZER, SERIALIZER, CheckpointMismatch,
+from streaming.host.checkpoints import (DELTA_SERIALIZER, SERIALIZER, ZLIB_SERIALIZER,
+                                        CheckpointMismatch, decompressed_state,
                                         read_checkpoint)
 from streaming.host.loop import Worker
 from streaming.host.settings import RunSettings
@@ -64,14 +65,17 @@ def test_ledger_writes_deltas_and_restore_rebuilds_its_exact_state(source, store
     assert ck["decoded"]["operator"] == _as_stored(worker.op.snapshot())
     assert ck["decoded"]["journal_seq"] == rows[-1]["journal_seq"]
     # A delta holds the changes only: smaller than the full state it builds on.
-    full_raw = len(zlib.decompress(chain[0]["state"]))
+    full_raw = len(decompressed_state(chain[0]))
     for r in chain[1:]:
-        assert len(zlib.decompress(r["state"])) < full_raw
+        assert len(decompressed_state(r)) < full_raw
         assert orjson.loads(r["meta"])["delta_of"]["journal_seq"] < r["journal_seq"]
 
 
+@pytest.mark.parametrize("zlib_rows", [False, True], ids=["zstd", "zlib"])
 def test_restore_from_a_chain_goes_on_exactly_as_an_uninterrupted_run(source, store_url,
-                                                                      tmp_path):
+                                                                      tmp_path, zlib_rows):
+    """Also from a chain an earlier release wrote with zlib (`zlib_rows`): each row is read by
+    the codec its serializer names, and the run goes on writing zstd."""
     whole_url = f"sqlite:///{tmp_path}/whole.sqlite"
     whole = Store(whole_url)
     try:
@@ -89,9 +93,15 @@ def test_restore_from_a_chain_goes_on_exactly_as_an_uninterrupted_run(source, st
         assert len(chain) >= 3
         with store.engine.begin() as conn:
             conn.execute(delete(S.checkpoints).where(c.id > chain[-2]["id"]))
+            if zlib_rows:
+                for row in chain[:-1]:
+                    conn.execute(update(S.checkpoints).where(c.id == row["id"]).values(
+                        serializer=row["serializer"].replace(SERIALIZER, ZLIB_SERIALIZER),
+                        state=zlib.compress(decompressed_state(row))))
         restored = _worker(source, store_url, store)
         res = restored.run()
         assert res.restored_from == chain[-2]["id"]
+        assert res.records < 300  # the journal after the delta replayed, not the whole log
         assert facts_digest(store) == want
         # The restored run's own first checkpoint is full: a chain never spans two runs.
         after = [r for r in store.checkpoints("ledger") if r["id"] > chain[-2]["id"]]
@@ -189,7 +199,7 @@ def test_a_checkpoint_from_before_delta_checkpoints_restores_and_its_run_goes_on
         with store.engine.begin() as conn:
             conn.execute(delete(S.checkpoints))
             conn.execute(S.checkpoints.insert().values(
-                pipeline="ledger", journal_seq=ck["journal_seq"], serializer=SERIALIZER,
+                pipeline="ledger", journal_seq=ck["journal_seq"], serializer=ZLIB_SERIALIZER,
                 state_schema=STATE_SCHEMA, meta=ck["meta"], size_bytes=0, duration_ms=0,
                 created_at="then", state=zlib.compress(orjson.dumps(older))))
         old_id = store.checkpoints("ledger")[-1]["id"]

@@ -7,13 +7,13 @@ worker with nothing after it acknowledged or checkpointed."""
 from __future__ import annotations
 
 import os
-import zlib
 
 import orjson
 import pytest
 from sqlalchemy import select
 
 from streaming.host import loop as host_loop
+from streaming.host.checkpoints import decompressed_state
 from streaming.host.crash import CRASH_POINTS, CrashInjector
 from streaming.host.settings import RunSettings
 from streaming.store import schema as S
@@ -71,7 +71,7 @@ def outputs(url: str) -> dict:
         checkpoints = []
         for ck in store.rows(select(S.checkpoints).order_by(S.checkpoints.c.id)):
             checkpoints.append((ck["journal_seq"], ck["serializer"], ck["state_schema"],
-                                orjson.loads(zlib.decompress(ck["state"]))))
+                                orjson.loads(decompressed_state(ck))))
         return {
             "facts": facts, "view": view, "journal": journal,
             "archive": [{k: v for k, v in r.items() if k != "id"} for r in archive],

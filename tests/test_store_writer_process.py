@@ -8,13 +8,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-import zlib
 
 import orjson
 import pytest
 
-from streaming.host.checkpoints import (COMPRESS_PIECE_BYTES, SERIALIZER, CheckpointDump,
-                                        compress_state)
+from streaming.host.checkpoints import (COMPRESS_THREADS_ABOVE, SERIALIZER, CheckpointDump,
+                                        compress_state, decompressed_state)
 from streaming.operators.base import Fact
 from streaming.store.errors import StoreErrorElsewhere, describe_store_error, is_store_error
 from streaming.store.ops import BatchWrite, Store
@@ -221,14 +220,14 @@ def _dump(seq: int, state: dict, pause_mid_write: bool = False) -> CheckpointDum
 @pytest.mark.parametrize("memory_file", [True, False])
 def test_writes_a_checkpoint_it_is_handed_as_the_worker_would(store_url, memory_file,
                                                                monkeypatch):
-    """The state compressed as the worker compresses it (a state larger than one compressed
-    piece), the row as `checkpoint_row` builds it; the state handed over in a memory file, or
-    as a message where there are none."""
+    """The state compressed as the worker compresses it (a state large enough for zstd's
+    threads), the row as `checkpoint_row` builds it; the state handed over in a memory file,
+    or as a message where there are none."""
     if not memory_file:
         monkeypatch.delattr(os, "memfd_create", raising=False)
     state = {"ids": {f"id-{i}": [i, f"h{i:08x}"] for i in range(200_000)}}
     dump = _dump(1, state)
-    assert len(dump.raw) > COMPRESS_PIECE_BYTES
+    assert len(dump.raw) > COMPRESS_THREADS_ABOVE
     writer = WriterProcess(store_url, "join")
     try:
         writer.submit_checkpoint(dump)
@@ -247,7 +246,7 @@ def test_writes_a_checkpoint_it_is_handed_as_the_worker_would(store_url, memory_
         store.dispose()
     assert row is not None and ck["journal_seq"] == 1
     assert row["state"] == compress_state(dump.raw)
-    assert orjson.loads(zlib.decompress(row["state"])) == state
+    assert orjson.loads(decompressed_state(row)) == state
     assert row["serializer"] == SERIALIZER and row["state_schema"] == "join/test"
     assert summary == {"id_journal_seq": 1, "size_bytes": len(row["state"]),
                        "duration_ms": row["duration_ms"], "delta": False}
