@@ -3,9 +3,12 @@ routing beyond retention and checkpoint round trips."""
 
 from __future__ import annotations
 
+import orjson
+
 from riskstream_tools.workloads.ledger_seed import at, payment, version
 from streaming.operators.base import ACCEPTED, DUPLICATE, ROUTED, STALE, Emit
-from streaming.operators.ledger import REPAIR_TABLE, LedgerOperator
+from streaming.operators.ledger import (I_ACCOUNT, I_HOUR, I_MERCHANT, REPAIR_TABLE,
+                                       LedgerOperator)
 from streaming.repairs.ledger import verify
 
 from .ledgerutil import TEST_KEY, Driver
@@ -137,6 +140,31 @@ def test_snapshot_restore_continues_identically():
     key = lambda outs: [[(f.fact_key, f.payload_hash) for f in o.facts] for o in outs]  # noqa: E731
     assert key(got) == key(expected[4:])
     assert [o.extra for o in got] == [o.extra for o in expected[4:]]
+
+
+def test_identities_share_their_account_merchant_and_hour_objects():
+    """Decoding gives each payment its own copies of its account and merchant IDs and its hour;
+    the identities, which the ledger keeps for good, hold one object of each, live and after a
+    restore (where every value decodes as its own object again)."""
+    d = Driver()
+    for i in range(4):
+        d.feed(pay(f"p{i}", 10, 5 + i, 100, account="".join(["acct-", "8"]),
+                   merchant="".join(["m-", "1"])))
+    d.feed(pay("q", 10, 40, 100, account="acct-9", merchant="m-2"))
+
+    def objects(op: LedgerOperator, slot: int) -> set[int]:
+        return {id(op.ids[f"p{i}"][slot]) for i in range(4)}
+
+    hour = int(at(10).timestamp()) * 1_000_000
+    restored = LedgerOperator(TEST_KEY.sign, TEST_KEY.source)
+    restored.restore(orjson.loads(orjson.dumps(d.op.snapshot())))
+    for op in (d.op, restored):
+        assert [op.ids[f"p{i}"][I_ACCOUNT:I_MERCHANT + 1] for i in range(4)] == \
+            [["acct-8", hour, "m-1"]] * 4
+        assert op.ids["q"][I_ACCOUNT:I_MERCHANT + 1] == ["acct-9", hour, "m-2"]
+        for slot in (I_ACCOUNT, I_HOUR, I_MERCHANT):
+            assert len(objects(op, slot)) == 1
+    assert restored.snapshot() == orjson.loads(orjson.dumps(d.op.snapshot()))
 
 
 def test_incremental_window_aggregates_equal_a_full_recomputation():

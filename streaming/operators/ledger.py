@@ -213,6 +213,7 @@ class LedgerOperator:
         self.cats = CategoryVersions()
         self.ids = IdentityIndex(time_slot=I_EVENT, where_slot=I_WHERE, track_changes=True)
         self.by_merchant: dict[str, list[str]] = {}
+        self._values: dict[Any, Any] = {}  # each account, merchant and hour once (`_shared`)
         self._merchant_marks: dict[str, int] = {}  # by_merchant's lengths at the last checkpoint
         self.windows: dict[str, Window] = {}
         # The keys of the windows changed, published or closed since the last checkpoint
@@ -233,6 +234,20 @@ class LedgerOperator:
         self.peak = {"open_windows": 0}
 
     # ------------------------------------------------------------------ helpers
+    def _shared(self, row: list[Any]) -> None:
+        """An identity row made to hold the one object of its account, merchant and hour
+        (`_values`), as the live path builds it. The ledger keeps every identity for good, and
+        decoding (or a restore) gives each payment its own copies of these few values: shared,
+        a 1,000,000-payment run holds about 140 MB less (660 MB against 797), and a
+        checkpoint encodes the identities about a tenth faster, as it touches fewer scattered
+        objects, for about 1% more instructions per payment (docs/performance.md, eighteenth
+        round). The values are typed Any where they are
+        kept: the compiled core would box a new int object from an int-typed hour."""
+        values = self._values
+        for slot in (I_ACCOUNT, I_HOUR, I_MERCHANT):
+            v = row[slot]
+            row[slot] = values.setdefault(v, v)
+
     def _is_final(self, hour_us: int) -> bool:
         return self.wm >= hour_us + US_PER_HOUR + self.retention
 
@@ -294,10 +309,15 @@ class LedgerOperator:
 
     def _on_payment(self, rec: Record, out: Emit) -> None:
         p = rec.payload
-        account = p["account_id"]
-        merchant = p["merchant_id"]
+        # The account, merchant and hour as their one object, however many identities and
+        # window payments hold them: `_shared` says why.
+        values = self._values
+        a, m = p["account_id"], p["merchant_id"]
+        account: str = values.setdefault(a, a)
+        merchant: str = values.setdefault(m, m)
         t = rec.event_us
-        hour = t - t % US_PER_HOUR
+        h = t - t % US_PER_HOUR
+        hour: Any = values.setdefault(h, h)
         what, known = self.ids.classify(rec)
         if known is not None:
             if what == CORRECTION:
@@ -505,6 +525,9 @@ class LedgerOperator:
         self.wm = snap["wm"]
         self.ids = IdentityIndex(time_slot=I_EVENT, where_slot=I_WHERE, track_changes=True)
         self.ids.load(snap["ids"], [])
+        self._values = {}
+        for row in self.ids.rows.values():
+            self._shared(row)
         self.by_merchant = {k: list(v) for k, v in snap["by_merchant"].items()}
         self._merchant_marks = {k: len(v) for k, v in self.by_merchant.items()}
         self.cats = CategoryVersions.restore(snap["categories"])
