@@ -241,8 +241,8 @@ class LedgerOperator:
         a 1,000,000-payment run holds about 140 MB less (660 MB against 797), and a
         checkpoint encodes the identities about a tenth faster, as it touches fewer scattered
         objects, for about 1% more instructions per payment (docs/performance.md, eighteenth
-        round). The values are typed Any where they are
-        kept: the compiled core would box a new int object from an int-typed hour."""
+        round). The values are typed Any where they are kept: the compiled core would box a
+        new int object from an int-typed hour."""
         values = self._values
         for slot in (I_ACCOUNT, I_HOUR, I_MERCHANT):
             v = row[slot]
