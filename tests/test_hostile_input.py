@@ -7,12 +7,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import zlib
 
 import orjson
 import pytest
 from sqlalchemy import select, update
 
+from streaming.host.checkpoints import compress_state
 from streaming.store import schema as S
 from streaming.store.ops import Store
 
@@ -243,7 +243,7 @@ def test_checkpoint_of_the_wrong_shape_exits_3_in_one_line(seed_dir, store_url, 
     with store.engine.begin() as conn:
         last = conn.execute(select(c.id).order_by(c.id.desc()).limit(1)).scalar()
         conn.execute(update(S.checkpoints).where(c.id == last).values(
-            state=zlib.compress(orjson.dumps(state))))
+            state=compress_state(orjson.dumps(state))))
     store.dispose()
     before = _db_state(store_url)
     proc = _cli("join", "run", "--source", src, "--store", store_url, "--quiet")
