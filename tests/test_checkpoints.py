@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select, update
 
-from streaming.host.checkpoints import decompressed_state
+from streaming.host.checkpoints import (COMPRESS_LEVEL, SERIALIZER, ZLIB_SERIALIZER,
+                                        CheckpointMismatch, compress_state,
+                                        decompressed_state, read_checkpoint)
 from streaming.store import schema as S
 from streaming.store.ops import Store
 
@@ -128,9 +130,6 @@ def test_checkpoints_written_another_way_restore(seed_dir, tmp_path, seed_whole,
     at another zstd level, restores and continues exactly: the codec is read from each row's
     serializer, and the level is not part of it. (A ledger's zlib delta chain restores
     in tests/test_checkpoints_delta.py.)"""
-    from streaming.host.checkpoints import (COMPRESS_LEVEL, SERIALIZER, ZLIB_SERIALIZER,
-                                            compress_state)
-
     def as_zlib(serializer: str, raw: bytes) -> tuple[str, bytes]:
         return serializer.replace(SERIALIZER, ZLIB_SERIALIZER), zlib.compress(raw, 6)
 
@@ -154,13 +153,16 @@ def test_checkpoints_written_another_way_restore(seed_dir, tmp_path, seed_whole,
     assert pair_set(url) == pair_set(seed_whole)
 
 
+def _cut_short(raw: bytes) -> bytes:
+    blob = compress_state(raw)
+    return blob[:len(blob) // 2]
+
+
 def test_a_checkpoint_that_does_not_decompress_is_refused(seed_dir, tmp_path):
     """A row whose bytes are not what its serializer says (a zstd frame cut short, zlib bytes
     under the zstd name) stops the run before anything is read or written."""
-    from streaming.host.checkpoints import CheckpointMismatch, read_checkpoint
-
     src, _ = seed_dir
-    for name, spoil in [("cut", lambda s, raw: (s, compress_state_cut(raw))),
+    for name, spoil in [("cut", lambda s, raw: (s, _cut_short(raw))),
                         ("zlib bytes", lambda s, raw: (s, zlib.compress(raw)))]:
         url = f"sqlite:///{tmp_path}/{name.replace(' ', '_')}.sqlite"
         run_join(src, url, checkpoint_every=1000)
@@ -171,12 +173,6 @@ def test_a_checkpoint_that_does_not_decompress_is_refused(seed_dir, tmp_path):
                 read_checkpoint(store, "join", "interval_join/1")
         finally:
             store.dispose()
-
-
-def compress_state_cut(raw: bytes) -> bytes:
-    from streaming.host.checkpoints import compress_state
-    blob = compress_state(raw)
-    return blob[:len(blob) // 2]
 
 
 @settings(max_examples=60, deadline=None,
