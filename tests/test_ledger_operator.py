@@ -167,6 +167,30 @@ def test_identities_share_their_account_merchant_and_hour_objects():
     assert restored.snapshot() == orjson.loads(orjson.dumps(d.op.snapshot()))
 
 
+def test_versions_that_settle_share_no_values_a_correction_does():
+    """A duplicate, a conflict or a stale version keeps nothing, so its account, merchant and
+    hour are not added to the values the identities share; a correction's are, and its
+    identity holds them."""
+    d = Driver()
+    d.feed(pay("p1", 10, 5, 100, rev=2))
+    outs = [d.feed(pay("p1", 10, 5, 100, rev=2)),
+            d.feed(pay("p1", 10, 5, 100, rev=2, account="acct-conflict", merchant="m-conflict")),
+            d.feed(pay("p1", 11, 5, 100, rev=1, account="acct-stale", merchant="m-stale"))]
+    assert [disp for _, disp in outs[0].dispositions] == [DUPLICATE]
+    assert [q.reason for q in outs[1].quarantine] == ["conflicting_duplicate"]
+    assert [disp for _, disp in outs[2].dispositions] == [STALE]
+    hour_10, hour_11 = (int(at(h).timestamp()) * 1_000_000 for h in (10, 11))
+    assert d.op._values.keys() == {"acct-8", "m-1", hour_10}
+    moved = d.feed(pay("p1", 10, 20, 300, rev=3, account="".join(["acct-", "moved"]),
+                       merchant="m-2"))
+    assert [disp for _, disp in moved.dispositions] == [ACCEPTED]
+    assert d.op._values.keys() == {"acct-8", "m-1", hour_10, "acct-moved", "m-2"}
+    row = d.op.ids["p1"]
+    assert row[I_ACCOUNT:I_MERCHANT + 1] == ["acct-moved", hour_10, "m-2"]
+    assert row[I_ACCOUNT] is d.op._values["acct-moved"]
+    assert hour_11 not in d.op._values
+
+
 def test_incremental_window_aggregates_equal_a_full_recomputation():
     # Payments, corrections (moving merchant, amount and hour) and category versions (open and
     # closed, some rejected) in a seeded random order: after every record each open window's

@@ -308,6 +308,12 @@ class LedgerOperator:
             self._on_category(rec, out)
 
     def _on_payment(self, rec: Record, out: Emit) -> None:
+        what, known = self.ids.classify(rec)
+        if known is not None and what != CORRECTION:
+            # A duplicate, stale or conflicting version: it keeps nothing of its own.
+            self.counters[_SETTLED_COUNTER[what]] += 1
+            settle(what, rec, out)
+            return
         p = rec.payload
         # The account, merchant and hour as their one object, however many identities and
         # window payments hold them: `_shared` says why.
@@ -318,13 +324,8 @@ class LedgerOperator:
         t = rec.event_us
         h = t - t % US_PER_HOUR
         hour: Any = values.setdefault(h, h)
-        what, known = self.ids.classify(rec)
         if known is not None:
-            if what == CORRECTION:
-                self._correct(rec, known, account, merchant, hour, out)
-            else:
-                self.counters[_SETTLED_COUNTER[what]] += 1
-                settle(what, rec, out)
+            self._correct(rec, known, account, merchant, hour, out)
             return
         if self._is_final(hour):
             self._route(rec, account, merchant, hour, [(account, hour)], "beyond_retention", out)
