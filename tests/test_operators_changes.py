@@ -45,6 +45,32 @@ def test_row_changes_name_set_changed_and_deleted_keys_once_in_first_order():
     assert part.changes() == {} and changed == {}
 
 
+def test_identity_changes_carry_each_row_as_it_stands_without_reading_the_map_back():
+    """The identity index records each changed ID with its row object (`holds_rows`): a row
+    changed in place after it was recorded appears changed, a forgotten one as None, and the
+    changes are what reading every changed key back from the rows gives."""
+    from streaming.operators.identity import LIVE, IdentityIndex
+    ids = IdentityIndex(time_slot=2, where_slot=3, track_changes=True)
+    assert ids.changed is not None
+    part = RowChanges(ids.rows, ids.changed, holds_rows=True)
+    ids.remember("p1", [1, "h1", 100, LIVE])
+    ids.remember("p2", [1, "h2", 200, LIVE])
+    part.mark()
+    ids.remember("p3", [1, "h3", 300, LIVE])
+    ids.remember("p1", [2, "h1b", 150, LIVE])  # a correction: a new row object
+    ids.left_state([("p2", 1), ("p3", 1)], "closed")  # changes the rows in place
+    ids.rows["p3"][1] = "h3b"  # in place after it was recorded: the recorded object is it
+    assert ids.evict_before(250) == 1  # p2 left live state at 200: forgotten
+    got = part.changes()
+    assert list(got.items()) == [("p3", [1, "h3b", 300, "closed"]),
+                                 ("p1", [2, "h1b", 150, LIVE]), ("p2", None)]
+    assert got["p1"] is ids.rows["p1"]
+    read_back = RowChanges(ids.rows, dict.fromkeys(ids.changed)).changes()
+    assert got == read_back
+    part.mark()
+    assert part.changes() == {} and ids.changed == {}
+
+
 def test_appended_items_are_the_tails_since_the_mark_and_new_lists_whole():
     lists = {"m1": ["p1", "p2"]}
     marks: dict[str, int] = {}

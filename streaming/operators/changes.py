@@ -21,17 +21,30 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class RowChanges:
-    """A map whose changed keys its owner records in `changed` (an ordered set: a dict of
-    None) whenever it sets, changes or deletes one. `encode` turns a row into what the
-    snapshot holds for it (the identity of a row otherwise)."""
+    """A map whose changed keys its owner records in `changed` whenever it sets, changes or
+    deletes one: as an ordered set (a dict of None, each row then read from `rows`), or, with
+    `holds_rows`, mapping each key to its row object as `rows` holds it (None once deleted).
+    `encode` turns a row into what the snapshot holds for it (the identity of a row
+    otherwise).
+
+    `holds_rows` is for an owner that changes its rows in place or through the code that
+    records the change, as operators.identity does: a delta then reads no row back from a map
+    of every identity, one lookup per changed key into a table far larger than the caches
+    (0.75 s of a 1,000,000-payment ledger's checkpoints; docs/performance.md, twentieth
+    round)."""
 
     rows: dict[str, Any]
-    changed: dict[str, None]
+    changed: dict[str, Any]
     encode: Callable[[Any], Any] | None = None
+    holds_rows: bool = False
 
     def changes(self) -> dict[str, Any]:
         """Key -> its row as the snapshot holds it, or None for a key deleted since the mark."""
-        rows, enc = self.rows, self.encode
+        enc = self.encode
+        if self.holds_rows:
+            return (dict(self.changed) if enc is None else
+                    {k: None if row is None else enc(row) for k, row in self.changed.items()})
+        rows = self.rows
         out: dict[str, Any] = {}
         for k in self.changed:
             row = rows.get(k)

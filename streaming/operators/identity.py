@@ -56,8 +56,11 @@ class IdentityIndex:
         self.where_slot = where_slot
         self.candidates = TimeQueue()  # (event time, id)
         # With `track_changes`: the IDs remembered, changed or forgotten since the operator's
-        # last checkpoint took them (operators.changes), in the order first changed.
-        self.changed: dict[str, None] | None = {} if track_changes else None
+        # last checkpoint took them (operators.changes), in the order first changed, each with
+        # its row as it stands (the row object `rows` holds; None once forgotten). Every change
+        # to a row goes through this class, so this is the `RowChanges` of `rows` with
+        # `holds_rows`.
+        self.changed: dict[str, list[Any] | None] | None = {} if track_changes else None
 
     # ------------------------------------------------------------------ lookup
     def __len__(self) -> int:
@@ -92,7 +95,7 @@ class IdentityIndex:
         """`row` is now the latest version of `eid`."""
         self.rows[eid] = row
         if self.changed is not None:
-            self.changed[eid] = None
+            self.changed[eid] = row
 
     def may_forget(self, eid: str, t: Any) -> None:
         """The identity of `eid` at event time t may be forgotten once t is below the bound
@@ -115,7 +118,7 @@ class IdentityIndex:
                 row[ws] = where
                 push(row[ts], eid)
                 if changed is not None:
-                    changed[eid] = None
+                    changed[eid] = row
 
     def evict_before(self, bound: int) -> int:
         """Forget the candidates with event time < bound whose rows are as they were when

@@ -513,7 +513,7 @@ class LedgerOperator:
                  "peak": self.peak}
         assert self.ids.changed is not None  # tracked since __init__ and restore
         return SnapshotParts(
-            whole, rows={"ids": RowChanges(self.ids.rows, self.ids.changed),
+            whole, rows={"ids": RowChanges(self.ids.rows, self.ids.changed, holds_rows=True),
                          "windows": RowChanges(self.windows, self._windows_changed,
                                                Window.header)},
             appended={"by_merchant": AppendedItems(self.by_merchant, self._merchant_marks)},
