@@ -171,6 +171,61 @@ def test_merchant_series_stay_sorted_with_equal_times_late_receipts_and_eviction
     assert op.counters["late_within_tolerance"] > 50
 
 
+def test_every_entry_keeps_its_checkpoint_json_as_its_fields_change():
+    """Each entry keeps its checkpoint JSON beside its fields (ENCODED), written again by
+    whatever writes them: scoring, live rescoring, a reconciliation record kept as history, a
+    decision adopted from outside the live path, a restore. Only a pending entry has none. A
+    snapshot holding those encodings is the bytes of one holding the fields."""
+    import random
+
+    from streaming.operators.receipts import ENCODED, HISTORY, ID, PENDING, REV, STATE
+
+    def kept_as_written(op):
+        seen = {PENDING: 0, HISTORY: 0, "rescored": 0}
+        for m in op.by_merchant:
+            for e in op.live_entries(m):
+                if e[ENCODED] is None:
+                    assert e[STATE] == PENDING, e
+                    seen[PENDING] += 1
+                    continue
+                assert orjson.dumps(e[ENCODED]) == orjson.dumps(e[:ENCODED]), e
+                seen[HISTORY] += e[STATE] == HISTORY
+                seen["rescored"] += e[REV] > 1
+        fields = {**op.snapshot(), "merchants": {m: [e[:ENCODED] for e in op.live_entries(m)]
+                                                 for m in op.by_merchant}}
+        assert orjson.dumps(op.snapshot()) == orjson.dumps(fields)
+        return seen
+
+    rng = random.Random(11)
+    op = ReceiptScorer(MODEL)
+    out = Emit()
+    totals = {PENDING: 0, HISTORY: 0, "rescored": 0}
+    for i in range(600):
+        minute = i // 12 + rng.choice([0, 0, 0, 1, -1, -4, -9])
+        o = rcpt(f"r{i:04d}", rng.choice(["m1", "m2"]), max(minute, 0), upload=i // 12 + 0.5,
+                 cents=rng.randint(1, 900))
+        op.on_record(record(o, 0, i), out)
+        if i % 12 == 11:
+            op.on_watermark("receipts", wm(i // 12 - 1), out)
+            scored = [e for e in op.entries.values() if e[ENCODED] is not None
+                      and e[STATE] != HISTORY]
+            if scored:
+                e = rng.choice(scored)
+                assert op.adopt_decision(e[ID], {"scoring_revision": e[REV] + 5,
+                                                 "feature_count_7m": 99,
+                                                 "feature_amount_7m": 12345,
+                                                 "model_revision": "reconciled"})
+            for k, v in kept_as_written(op).items():
+                totals[k] += v
+        if i == 300:
+            restored = ReceiptScorer()
+            restored.restore(orjson.loads(orjson.dumps(op.snapshot())))
+            assert orjson.dumps(restored.snapshot()) == orjson.dumps(op.snapshot())
+            assert all(e[ENCODED] is not None for e in restored.entries.values())
+            op = restored
+    assert all(v > 0 for v in totals.values()), totals  # every kind of entry was checked
+
+
 def test_checkpointed_identities_follow_the_index_across_forgetting_and_reuploads():
     """The identities a snapshot carries are kept from one snapshot to the next: they must be
     the index's rows, in its order, whatever was forgotten (past the dedup horizon) or

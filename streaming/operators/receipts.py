@@ -61,6 +61,15 @@ RUN_FIELDS = ("watermark",)
 
 # Entry layout (lists, for compact snapshots):
 T, ID, AMOUNT, STORE, REV, CNT, AMT, MODEL, STATE, SIZE = range(10)  # SIZE: source bytes
+# After them, not checkpointed: the entry's checkpoint JSON (the list of the fields above) as
+# an orjson Fragment, or None. A checkpoint holds every entry of the window, at every
+# checkpoint, and encoding those entries where they lie cost 1.4 us each (4.3 s of a
+# 1,000,000-receipt run): they were made over the last twelve minutes of event time, between
+# the batch's other objects, and the encoder waits on memory for each of their fields. Encoded
+# once when the entry is written, while it is in the cache, a checkpoint copies the bytes
+# (docs/performance.md, twentieth round). Whatever writes an entry's fields encodes it again
+# (`_encoded`); a pending entry, scored soon, is encoded only then.
+ENCODED = SIZE + 1
 PENDING, SCORED, HISTORY = 0, 1, 2  # HISTORY: a reconciliation record, never scored live
 ID_T = 2  # identity row (operators.identity): [revision, payload_hash, occurred_us]
 
@@ -76,6 +85,15 @@ def first_at_or_after(times: list[int], t: int, lo: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def _encoded(e: list[Any]) -> None:
+    """Keep the entry's checkpoint JSON beside its fields (ENCODED), after a write to them.
+
+    Kept as text, a copy the size of the JSON: the bytes orjson returns are kept by the
+    allocator in a block the size orjson first reserved, and a window of them held for minutes
+    took a 200,000-receipt run from 227 to 425 MiB of resident memory (235 MiB as text)."""
+    e[ENCODED] = orjson.Fragment(orjson.dumps(e[:ENCODED]).decode())
 
 
 def decision_key(receipt_id: str, scoring_revision: int) -> str:
@@ -194,6 +212,7 @@ class ReceiptScorer:
         e[CNT] = payload["feature_count_7m"]
         e[AMT] = payload["feature_amount_7m"]
         e[MODEL] = payload["model_revision"]
+        _encoded(e)
         return True
 
     # ------------------------------------------------------------------ records
@@ -250,7 +269,9 @@ class ReceiptScorer:
     def _insert(self, rec: Record, state: int) -> list[Any]:
         t: Any = rec.event_us  # the record's own int object (see on_record)
         rid, amount = rec.id, rec.payload["amount_cents"]
-        e = [t, rid, amount, rec.payload["store_id"], 0, 0, 0, None, state, rec.size]
+        e = [t, rid, amount, rec.payload["store_id"], 0, 0, 0, None, state, rec.size, None]
+        if state != PENDING:
+            _encoded(e)
         lst = self.by_merchant.setdefault(rec.key, [])
         times = self._times.setdefault(rec.key, [])
         dead = self._dead.get(rec.key, 0)
@@ -341,6 +362,7 @@ class ReceiptScorer:
         model = self.pinned
         cnt, amt = self._features(merchant, e[T])
         e[REV], e[CNT], e[AMT], e[MODEL], e[STATE] = 1, cnt, amt, model.revision, SCORED
+        _encoded(e)
         self.counters["scored"] += 1
         out.fact(decision_fact(
             receipt_id=e[ID], merchant_id=merchant, store_id=e[STORE], occurred_us=e[T],
@@ -366,6 +388,7 @@ class ReceiptScorer:
                 continue
             prev = e[REV]
             e[REV], e[CNT], e[AMT], e[MODEL] = prev + 1, cnt, amt, model.revision
+            _encoded(e)
             self.counters["rescored_live"] += 1
             out.fact(decision_fact(
                 receipt_id=e[ID], merchant_id=merchant, store_id=e[STORE], occurred_us=e[T],
@@ -429,6 +452,12 @@ class ReceiptScorer:
         dead = self._dead.get(merchant, 0)
         return lst[dead:] if dead else lst
 
+    def _checkpointed(self, merchant: str) -> list[Any]:
+        """The merchant's live entries as a checkpoint holds them: each one's kept JSON, or its
+        fields when it has none (a pending entry)."""
+        return [e[ENCODED] if e[ENCODED] is not None else e[:ENCODED]
+                for e in self.live_entries(merchant)]
+
     clocked = False  # nothing here is decided by a clock: the host need not call on_clock
 
     def on_clock(self, clock_us: int, out: Emit) -> None:
@@ -448,7 +477,7 @@ class ReceiptScorer:
             "model": {"revision": self.model.revision, "artifact": self.model.artifact,
                       "pin_seq": self.pin_seq} if self.model else None,
             "tolerance_us": self.tolerance, "wm": self.wm,
-            "merchants": {m: self.live_entries(m) for m in self.by_merchant},
+            "merchants": {m: self._checkpointed(m) for m in self.by_merchant},
             "pending": [list(p) for p in self.pending.pairs()],
             "counters": self.counters, "peak": self.peak,
         }
@@ -466,9 +495,13 @@ class ReceiptScorer:
             self.pin_seq = m["pin_seq"]
         self.tolerance = snap["tolerance_us"]
         self.wm = snap["wm"]
-        # Entries checkpointed before they carried their source bytes count none.
-        self.by_merchant = {k: [[*e, 0] if len(e) == SIZE else list(e) for e in v]
+        # Entries checkpointed before they carried their source bytes count none. Each is
+        # encoded again while it is fresh in memory (see ENCODED).
+        self.by_merchant = {k: [[*e, 0, None] if len(e) == SIZE else [*e, None] for e in v]
                             for k, v in snap["merchants"].items()}
+        for lst in self.by_merchant.values():
+            for e in lst:
+                _encoded(e)
         self._times = {k: [e[T] for e in v] for k, v in self.by_merchant.items()}
         self._amounts = {k: [e[AMOUNT] for e in v] for k, v in self.by_merchant.items()}
         self._cum = {k: [0, *accumulate(v)] for k, v in self._amounts.items()}
