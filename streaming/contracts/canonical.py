@@ -114,4 +114,4 @@ def record_of(c: DecodePlan, s: msgspec.Struct, partition: int, offset: int,
     return Record(c.topic, partition, offset, payload[c.id_field],
                   payload[revision_field] if revision_field else 1,
                   payload[c.key_field], event_us, arrival_us, payload,
-                  digest(raw), size, times, raw)
+                  digest(raw), size, times, raw.decode())

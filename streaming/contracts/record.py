@@ -24,11 +24,14 @@ class Record(msgspec.Struct, gc=False):
     payload_hash: str  # blake2b-128 of payload_bytes
     size: int  # bytes of the source line, used for state-bytes accounting
     times: dict[str, Any] = msgspec.field(default_factory=dict)  # every time field, µs (or None)
-    payload_bytes: bytes | None = None  # the canonical JSON the hash was taken over
+    # The canonical JSON the hash was taken over, as text (what the archive stores). Text, not
+    # the bytes the encoder returned: those keep a 4 KiB block each, a batch's records 20 MiB
+    # of blocks touched once and freed together (docs/performance.md, twentieth round).
+    payload_json: str | None = None
 
     @property
-    def payload_json(self) -> str | None:
-        return None if self.payload_bytes is None else self.payload_bytes.decode()
+    def payload_bytes(self) -> bytes | None:
+        return None if self.payload_json is None else self.payload_json.encode()
 
 
 class InvalidRecord(Exception):

@@ -95,10 +95,10 @@ def archive_rows(pipeline: str, dispositions: list[tuple[Record, str]],
     disposed of, with its canonical payload JSON as the decoder produced it."""
     rows: list[tuple] = []
     for rec, disp in dispositions:
-        raw = rec.payload_bytes
+        text = rec.payload_json
         rows.append((pipeline, rec.topic, rec.partition, rec.offset, rec.id, rec.revision,
                      rec.key, rec.event_us, rec.arrival_us,
-                     raw.decode() if raw else dumps(rec.payload), rec.payload_hash, disp, seq))
+                     text if text else dumps(rec.payload), rec.payload_hash, disp, seq))
     return rows
 
 
