@@ -21,7 +21,7 @@ class Record(msgspec.Struct, gc=False):
     event_us: int
     arrival_us: int
     payload: dict[str, Any]  # canonical business fields (times as canonical ISO strings)
-    payload_hash: str  # blake2b-128 of payload_bytes
+    payload_hash: str  # blake2b-128 of the canonical JSON (payload_json, encoded)
     size: int  # bytes of the source line, used for state-bytes accounting
     times: dict[str, Any] = msgspec.field(default_factory=dict)  # every time field, µs (or None)
     # The canonical JSON the hash was taken over, as text (what the archive stores). Text, not
