@@ -6,6 +6,7 @@ of the socket closes, and never shows the store URL on its command line."""
 from __future__ import annotations
 
 import os
+import pickle
 import sqlite3
 import time
 
@@ -76,6 +77,28 @@ def test_commits_what_it_is_handed_and_answers_with_the_sink_result(store_url, m
     finally:
         store.dispose()
     assert _gone(writer.pid)
+
+
+def test_a_packed_batch_is_pickled_straight_into_the_memory_file_it_goes_in(monkeypatch):
+    # No pickled copy of the batch is built as bytes first (its growing buffer cost the worker
+    # as much as the pickling): the memory file holds the pickle, and handing it over closes
+    # the file.
+    if not hasattr(os, "memfd_create"):
+        pytest.skip("no memory files on this platform")
+    rows = _batch(4, ["a", "b"]).rows()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the batch was pickled into bytes")
+
+    monkeypatch.setattr(pickle, "dumps", refuse)
+    packed = pack(rows)
+    monkeypatch.undo()
+    file = packed.handover.file
+    assert file is not None and packed.handover.size > 0
+    held = os.pread(file.fileno(), packed.handover.size + 1, 0)
+    assert len(held) == packed.handover.size and pickle.loads(held) == rows
+    packed.handover.close()
+    assert file.closed
 
 
 def test_a_batch_packed_ahead_commits_as_the_batch_itself(store_url):

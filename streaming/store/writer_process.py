@@ -8,8 +8,8 @@ in docs/performance.md, fifth and sixth rounds).
 
 The protocol is one request, one answer. The worker sends a pickled `BatchRows` (plain tuples,
 several times cheaper to pickle than facts and dict rows; pickled by `pack` while the batch
-before it still commits; on Linux in a memory file whose descriptor goes on the socket, so
-handing it over is one memory copy that does not wait for the writer to read) and later reads
+before it still commits, on Linux straight into a memory file whose descriptor goes on the
+socket, so handing it over does not wait for the writer to read: `Handover`) and later reads
 the answer: the
 `SinkResult` and the commit's seconds, or the failure as text. At most one batch is in flight:
 the host settles it before it sends the next one and before every step whose order matters
@@ -42,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle, send_handle
+from typing import BinaryIO
 
 from ..collector import run_collector
 from ..host.checkpoints import CheckpointDump, checkpoint_row, checkpoint_summary
@@ -55,20 +56,79 @@ log = logging.getLogger(__name__)
 CLOSE_TIMEOUT_S = 30.0
 # The worker's word to a checkpoint paused mid-write: go on and commit.
 GO_ON = b"go on"
+# Bytes a memory file takes at a time from the pickler (a frame is at most 64 KiB).
+_WRITE_BUFFER = 1 << 16
+
+
+class Handover:
+    """Bytes for the writer process: on Linux in a memory-only file (memfd) whose descriptor
+    goes on the socket, so handing them over does not wait for the writer to read them, as a
+    socket does, and the file goes with its last descriptor, whichever process dies; elsewhere
+    the bytes themselves, sent as a message of their own. `size` is what the writer reads."""
+
+    __slots__ = ("file", "raw", "size")
+
+    def __init__(self, file: BinaryIO | None, raw: bytes, size: int) -> None:
+        self.file = file
+        self.raw = raw
+        self.size = size
+
+    @classmethod
+    def of_bytes(cls, raw: bytes) -> Handover:
+        """`raw` as it will be handed over: copied into a memory file where there are some."""
+        if not hasattr(os, "memfd_create"):
+            return cls(None, raw, len(raw))
+        file = _memory_file()
+        try:
+            file.write(raw)
+            file.flush()
+        except BaseException:
+            file.close()
+            raise
+        return cls(file, b"", len(raw))
+
+    @classmethod
+    def pickled(cls, obj: object) -> Handover:
+        """`obj` pickled straight into a memory file where there are some. A batch's pickle is
+        several megabytes: built as bytes first, its buffer grew by reallocation into fresh
+        pages, which cost the worker as much as the pickling itself (docs/performance.md,
+        twenty-first round)."""
+        if not hasattr(os, "memfd_create"):
+            return cls.of_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+        file = _memory_file()
+        try:
+            pickle.dump(obj, file, protocol=pickle.HIGHEST_PROTOCOL)
+            file.flush()
+        except BaseException:
+            file.close()
+            raise
+        return cls(file, b"", file.tell())
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+def _memory_file() -> BinaryIO:
+    # Buffered: the pickler writes a frame at a time, and the buffered file finishes a write
+    # the kernel took only part of.
+    return open(os.memfd_create("riskstream-handover", os.MFD_CLOEXEC), "wb",
+                buffering=_WRITE_BUFFER)
 
 
 @dataclass(frozen=True, slots=True)
 class PackedBatch:
-    """A batch as the message that hands it to the writer (`pack`). The worker packs a batch
-    while the one before it still commits, so that the writer, once that commit is settled,
-    waits only for the message to be sent, not for the batch to be pickled too."""
+    """A batch as it is handed to the writer (`pack`). The worker packs a batch while the one
+    before it still commits, so that the writer, once that commit is settled, waits only for
+    the batch to be sent, not for it to be pickled too. A packed batch that is never handed
+    over closes its memory file when it is collected."""
 
     seq: int
-    message: bytes
+    handover: Handover
 
 
 def pack(rows: BatchRows) -> PackedBatch:
-    return PackedBatch(rows.seq, pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
+    return PackedBatch(rows.seq, Handover.pickled(rows))
 
 
 class WriterFailed(RuntimeError):
@@ -144,21 +204,6 @@ def _read_all(fd: int, size: int) -> bytes:
         parts.append(part)
         got += len(part)
     return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-def _in_memory_file(raw: bytes) -> int:
-    """A memory-only file (Linux memfd) holding `raw`: the worker's copy into it is a memory
-    copy that does not wait for the writer process to read, as a socket does, and the file
-    goes with its last descriptor, whichever process dies."""
-    fd = os.memfd_create("riskstream-handover", os.MFD_CLOEXEC)
-    try:
-        view = memoryview(raw)
-        while view:
-            view = view[os.write(fd, view):]
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 class _Abandoned(Exception):
@@ -249,7 +294,7 @@ class WriterProcess:
         batch's few megabytes: docs/performance.md, thirteenth round)."""
         packed = batch if isinstance(batch, PackedBatch) else pack(batch)
         self._put_pending(packed.seq)
-        self._send(("batch",), packed.message, packed.seq)
+        self._send(("batch",), packed.handover, packed.seq)
 
     def result(self) -> tuple[SinkResult, float]:
         """The batch in flight's result and commit seconds. Raises StoreErrorElsewhere when
@@ -266,27 +311,24 @@ class WriterProcess:
         passed on the socket (on the socket, a 134 MB state made the worker wait for the writer
         to read it: docs/performance.md, seventh round), elsewhere as a message of its own."""
         self._put_pending(dump.seq)
-        self._send(("checkpoint", replace(dump, raw=b"")), dump.raw, dump.seq)
+        self._send(("checkpoint", replace(dump, raw=b"")), Handover.of_bytes(dump.raw), dump.seq)
 
-    def _send(self, header: tuple, raw: bytes, seq: int) -> None:
-        """`header` with the size of `raw` appended, then `raw`: on Linux in a memory file
-        whose descriptor goes on the socket (one memory copy, no wait for the writer to read),
-        elsewhere as a message of its own (size None). The writer reads it back with
-        `_received_bytes`."""
-        in_fd = hasattr(os, "memfd_create")
+    def _send(self, header: tuple, handover: Handover, seq: int) -> None:
+        """`header` with the handover's size appended (None when the bytes come as a message
+        of their own), then the handover: the memory file's descriptor, or the bytes. The
+        writer reads it back with `_received_bytes`. The handover is closed either way."""
         try:
-            self._conn.send_bytes(pickle.dumps((*header, len(raw) if in_fd else None),
-                                               protocol=pickle.HIGHEST_PROTOCOL))
-            if not in_fd:
-                self._conn.send_bytes(raw)
-                return
-            fd = _in_memory_file(raw)
-            try:
-                send_handle(self._conn, fd, self._proc.pid)
-            finally:
-                os.close(fd)
+            self._conn.send_bytes(pickle.dumps(
+                (*header, None if handover.file is None else handover.size),
+                protocol=pickle.HIGHEST_PROTOCOL))
+            if handover.file is None:
+                self._conn.send_bytes(handover.raw)
+            else:
+                send_handle(self._conn, handover.file.fileno(), self._proc.pid)
         except OSError as exc:
             raise self._ended(seq, exc) from None
+        finally:
+            handover.close()
 
     def checkpoint_result(self, mid_write: Callable[[], None]) -> dict:
         """What the metrics report about the checkpoint in flight, once it is written.
