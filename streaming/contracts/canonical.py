@@ -7,7 +7,7 @@ general path (core.validate), which judges it field by field for its quarantine 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import orjson
@@ -17,6 +17,12 @@ from ..timeutil import US_PER_MIN
 from . import bounds as B
 from . import reasons as R
 from .record import InvalidRecord, Record
+
+if TYPE_CHECKING:
+    # Compiled, an i64 is a machine integer: the microseconds of an instant (about 1.8e15
+    # now, at most 2.6e17 in year 9999) exceed what the compiled int's multiplication keeps
+    # on machine integers (factors below 2**30), and each such product became a Python int.
+    from mypy_extensions import i64
 
 # An event time more than this far after its own arrival is a producer clock fault.
 CLOCK_FAULT_US: Final = 5 * US_PER_MIN
@@ -83,10 +89,10 @@ def record_of(c: DecodePlan, s: msgspec.Struct, partition: int, offset: int,
             continue
         d = v - _EPOCH
         # Typed, so the arithmetic is on C integers rather than int objects.
-        days: int = d.days
-        seconds: int = d.seconds
-        micros: int = d.microseconds
-        us = (days * 86400 + seconds) * 1_000_000 + micros
+        days: i64 = d.days
+        seconds: i64 = d.seconds
+        micros: i64 = d.microseconds
+        us: i64 = (days * 86400 + seconds) * 1_000_000 + micros
         if not MIN_US <= us <= MAX_US:
             return None
         times[name] = us
@@ -95,7 +101,7 @@ def record_of(c: DecodePlan, s: msgspec.Struct, partition: int, offset: int,
             # formatted by msgspec in C (`datetime.isoformat` costs several times more). The
             # decoder gives Z and +00:00 the UTC zone; any other offset is moved to UTC first.
             if v.tzinfo is not _UTC:
-                v = _EPOCH + timedelta(microseconds=us)
+                v = _EPOCH + timedelta(microseconds=int(us))
             payload[name] = _ENCODE(v)[1:-1].decode()
     # Both time fields are required by every contract's struct: never None here. Read back as
     # the objects the times hold (not unboxed): the Record then shares them, as state that
