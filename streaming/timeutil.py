@@ -138,9 +138,10 @@ def us_to_iso(us: int | None) -> str | None:
         return "+inf"
     # Floor division and remainder, not divmod: compiled, they are integer operations where
     # divmod is a call that builds a tuple (the compiled function ran slower than the
-    # interpreted one with it).
+    # interpreted one with it). The remainder, not `us - day * US_PER_DAY`: a product with a
+    # factor past 2**30 leaves the compiled int's machine arithmetic for a Python int.
     day = us // US_PER_DAY
-    rem = us - day * US_PER_DAY
+    rem = us % US_PER_DAY
     date = _DAY_CACHE.get(day)
     if date is None:
         # isoformat, not strftime("%Y"): the C library writes years before 1000 without the
