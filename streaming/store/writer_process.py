@@ -78,14 +78,7 @@ class Handover:
         """`raw` as it will be handed over: copied into a memory file where there are some."""
         if not hasattr(os, "memfd_create"):
             return cls(None, raw, len(raw))
-        file = _memory_file()
-        try:
-            file.write(raw)
-            file.flush()
-        except BaseException:
-            file.close()
-            raise
-        return cls(file, b"", len(raw))
+        return cls._written(lambda file: file.write(raw))
 
     @classmethod
     def pickled(cls, obj: object) -> Handover:
@@ -95,9 +88,18 @@ class Handover:
         twenty-first round)."""
         if not hasattr(os, "memfd_create"):
             return cls.of_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
-        file = _memory_file()
+        return cls._written(lambda file: pickle.dump(obj, file,
+                                                     protocol=pickle.HIGHEST_PROTOCOL))
+
+    @classmethod
+    def _written(cls, write: Callable[[BinaryIO], object]) -> Handover:
+        """A new memory file filled by `write`, closed again if that fails."""
+        # Buffered: the pickler writes a frame at a time, and the buffered file finishes a
+        # write the kernel took only part of.
+        file = open(os.memfd_create("riskstream-handover", os.MFD_CLOEXEC), "wb",
+                    buffering=_WRITE_BUFFER)
         try:
-            pickle.dump(obj, file, protocol=pickle.HIGHEST_PROTOCOL)
+            write(file)
             file.flush()
         except BaseException:
             file.close()
@@ -107,13 +109,6 @@ class Handover:
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
-
-
-def _memory_file() -> BinaryIO:
-    # Buffered: the pickler writes a frame at a time, and the buffered file finishes a write
-    # the kernel took only part of.
-    return open(os.memfd_create("riskstream-handover", os.MFD_CLOEXEC), "wb",
-                buffering=_WRITE_BUFFER)
 
 
 @dataclass(frozen=True, slots=True)
