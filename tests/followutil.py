@@ -58,6 +58,36 @@ def split_recording(src: str, first: str, second: str, fraction: float) -> tuple
     return counts[0], counts[1]
 
 
+def rekeyed_recording(src: str, dst: str, pipeline: str, partitions: int) -> None:
+    """The recording as a file log co-partitioned by the pipeline's key (what `--worker I/N`
+    needs): each keyed topic's records in `partitions` partitions by the publisher's routing
+    (`nats publish --pipeline --partitions`), in the recording's arrival order; reference
+    topics as recorded."""
+    import orjson
+
+    from streaming.sources.filelog import FileLog
+    from streaming.sources.nats_publish import PARTITION_KEYS, partition_of
+    topics = sorted(t for t in os.listdir(src) if os.path.isdir(os.path.join(src, t)))
+    log = FileLog(src, topics)
+    keys = PARTITION_KEYS[pipeline]
+    out: dict[tuple[str, int], list[bytes]] = {}
+    for raw in log.merged({tp: 0 for tp in log.tps()}):
+        field = keys.get(raw.topic)
+        if field is None:
+            part = raw.partition
+        else:
+            key = orjson.loads(raw.line).get(field)
+            part = partition_of(key.encode() if isinstance(key, str) else raw.line, partitions)
+        out.setdefault((raw.topic, part), []).append(raw.line)
+    log.close()
+    for topic in topics:
+        n = partitions if topic in keys else log.partition_counts[topic]
+        os.makedirs(os.path.join(dst, topic), exist_ok=True)
+        for p in range(n):
+            with open(os.path.join(dst, topic, f"p{p}.jsonl"), "wb") as fh:
+                fh.write(b"".join(line + b"\n" for line in out.get((topic, p), [])))
+
+
 def recording_positions(root: str) -> set[tuple[str, int, int]]:
     out = set()
     for topic in sorted(os.listdir(root)):

@@ -58,6 +58,16 @@ def test_bench_every_scenario_agrees_with_its_reference(tmp_path):
     assert results["join-sqlite-ordered-ids"]["pairs"] == results["join-sqlite"]["pairs"]
     assert results["ledger-sqlite"]["windows"] == results["ledger-sqlite"]["reference_windows"]
     assert results["receipts-sqlite"]["decisions"] == EVENTS
+    # Two workers at once, each over its share of the partitions: the same answers, each
+    # worker having read part of the recording.
+    assert results["join-sqlite-2-workers"]["pairs"] == results["join-sqlite"]["pairs"]
+    assert results["ledger-sqlite-2-workers"]["windows"] == \
+        results["ledger-sqlite"]["windows"]
+    assert results["receipts-sqlite-2-workers"]["decisions"] == EVENTS
+    for name in ("join-sqlite-2-workers", "ledger-sqlite-2-workers",
+                 "receipts-sqlite-2-workers"):
+        shares = results[name]["worker_records"]
+        assert len(shares) == 2 and all(0 < k < EVENTS for k in shares), (name, shares)
 
 
 @pytest.mark.postgres

@@ -222,9 +222,9 @@ def test_follow_flags_are_refused_where_they_cannot_apply(tmp_path):
     store = f"sqlite:///{tmp_path}/ops.sqlite"
     res = cli("join", "run", "--source", str(rec), "--store", store, "--follow", check=False)
     assert res.returncode == 2 and "--follow needs a nats:// source" in res.stderr
-    res = cli("join", "run", "--source", str(rec), "--store", store, "--worker", "0/2",
-              check=False)
-    assert res.returncode == 2 and "--worker needs --follow" in res.stderr
+    res = cli("join", "run", "--source", "nats://127.0.0.1:1?stream=x", "--store", store,
+              "--worker", "0/2", check=False)
+    assert res.returncode == 2 and "--worker on a NATS stream needs --follow" in res.stderr
     res = cli("join", "run", "--source", "nats://127.0.0.1:1?stream=x", "--store", store,
               "--follow", "--worker", "2/2", check=False)
     assert res.returncode == 2 and "0 <= I < N" in res.stderr

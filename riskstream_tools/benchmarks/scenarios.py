@@ -17,6 +17,9 @@ Scenarios (the `--only` names):
   join-operator    the join operator alone: decoded records in, no I/O
   ledger-sqlite    the account-hour ledger, file log -> SQLite
   receipts-sqlite  the receipt scorer, file log -> SQLite
+  join-sqlite-2-workers, ledger-sqlite-2-workers, receipts-sqlite-2-workers
+                   the same runs by two worker processes at once (`--worker 0/2` and `1/2`),
+                   each over its share of the partitions, on one store
 
 The join workload follows the issue's shape: 100 merchants, 20% of events on one hot merchant,
 about 1.3 pairs per event. The join reference is the sort-and-search interval probe over the
@@ -35,13 +38,20 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
+from functools import partial
 from itertools import islice
 
 from streaming.collector import run_collector
 from streaming.procinfo import vm_hwm_mib
 
 SCENARIOS = ("join-sqlite", "join-postgres", "join-sqlite-ordered-ids", "join-operator",
-             "ledger-sqlite", "receipts-sqlite")
+             "ledger-sqlite", "receipts-sqlite", "join-sqlite-2-workers",
+             "ledger-sqlite-2-workers", "receipts-sqlite-2-workers")
+# Scenarios run by several worker processes at once, each over its share of the partitions
+# (the bench inputs are partitioned by each pipeline's key): how many.
+WORKERS = {"join-sqlite-2-workers": 2, "ledger-sqlite-2-workers": 2,
+           "receipts-sqlite-2-workers": 2}
 # Scenarios whose input is not their family's default (the first word of the name): the name
 # of that input, which the input directory is named after.
 ORDERED_IDS = "join-ordered-ids"
@@ -152,6 +162,81 @@ def _run_worker(spec, settings, url: str) -> tuple[Any, float, dict, float, dict
     return res, wall, stages, rss, commits
 
 
+def _spec_and_settings(family: str, src: str, url: str, assignment: str | None = None):
+    """The pipeline and the run settings a scenario of `family` runs with; `assignment`
+    ("I/N") for one of several workers."""
+    from streaming.assignment import Assignment
+    from streaming.host.settings import RunSettings
+    extra: dict = {}
+    if family == "ledger":
+        from streaming.pipelines.ledger import make_spec, run_extra
+        from streaming.repairs.ledger import DEV_KEY, RepairKey
+        key = RepairKey(DEV_KEY, "dev")
+        spec, extra = make_spec(key), run_extra(key)
+    elif family == "receipts":
+        from streaming.pipelines.receipts import SPEC as spec
+        extra = {"model_dir": os.path.join(src, "models")}
+    else:
+        from streaming.pipelines.join import SPEC as spec
+    # Several workers on this machine commit serially, each on its own thread: their writer
+    # processes would want the cores the workers already fill (ledger, 1,000,000 events, two
+    # workers: 16.8 s overlapped, 13.5 s serial; docs/performance.md, twenty-first round).
+    return spec, RunSettings(source=src, store_url=url, end_of_stream=True,
+                             checkpoint_every=CHECKPOINT_EVERY, batch_size=BATCH_SIZE,
+                             extra=extra, assignment=Assignment.parse(assignment),
+                             overlap_commits=assignment is None)
+
+
+def _run_family(family: str, src: str, url: str, workers: int) -> tuple[dict, float, dict,
+                                                                         float, dict]:
+    """Run the scenario's pipeline over `src` into `url`: one worker in this process, or
+    `workers` worker processes at once (`worker_child`), each over its share of the
+    partitions. (counts, wall seconds, stage seconds, peak RSS MiB, commit figures) as
+    `_run_worker` gives them; for several workers the seconds run from the first start to
+    the last end, stages and counts are summed, peaks are the largest."""
+    if workers == 1:
+        spec, settings = _spec_and_settings(family, src, url)
+        res, wall, stages, rss, commits = _run_worker(spec, settings, url)
+        return ({"records": res.records, "facts_written": res.facts_written,
+                 "checkpoints": res.checkpoints}, wall, stages, rss, commits)
+    from streaming.store.ops import Store
+    Store(url).dispose()  # created once, before the workers open it together
+    # By its name: this runs in a scenario's child, where the module is `__main__`.
+    procs = [subprocess.Popen([sys.executable, "-m", "riskstream_tools.benchmarks.scenarios",
+                               "worker", family, src, url,
+                               f"{i}/{workers}"], stdout=subprocess.PIPE, text=True)
+             for i in range(workers)]
+    outs = [p.communicate()[0] for p in procs]
+    failed = [i for i, p in enumerate(procs) if p.returncode != 0]
+    if failed:
+        raise RuntimeError(f"worker(s) {failed} of {workers} exited non-zero")
+    runs = [json.loads(out.strip().splitlines()[-1]) for out in outs]
+    counts = {k: sum(r[k] for r in runs) for k in ("records", "facts_written", "checkpoints")}
+    summed: dict[str, float] = {}
+    for r in runs:
+        for k, v in r["stages"].items():
+            summed[k] = summed.get(k, 0.0) + v
+    commits = {"workers": workers, "worker_cpu_s": sum(r["worker_cpu_s"] for r in runs),
+               "sink_commit_s": sum(r["sink_commit_s"] for r in runs),
+               "batches": sum(r["batches"] for r in runs),
+               "writer_peak_rss_mib": max(r["writer_peak_rss_mib"] or 0.0 for r in runs),
+               "worker_seconds": [round(r["end"] - r["start"], 3) for r in runs],
+               "worker_records": [r["records"] for r in runs]}
+    wall = max(r["end"] for r in runs) - min(r["start"] for r in runs)
+    return counts, wall, summed, max(r["peak_rss_mib"] for r in runs), commits
+
+
+def worker_child(family: str, src: str, url: str, assignment: str) -> dict:
+    """One of several workers (`_run_family`): its run, timed by the wall clock so that the
+    parent can span the workers' runs, as JSON."""
+    spec, settings = _spec_and_settings(family, src, url, assignment)
+    start = time.time()
+    res, wall, stages, rss, commits = _run_worker(spec, settings, url)
+    return {"start": start, "end": start + wall, "stages": stages, "peak_rss_mib": rss,
+            "records": res.records, "facts_written": res.facts_written,
+            "checkpoints": res.checkpoints, **commits}
+
+
 def _join_reference_input(src: str) -> tuple[dict, dict, float]:
     """Latest revision of every payment and signal in the log: {id: (merchant, event_us)}."""
     import orjson
@@ -184,17 +269,10 @@ def _timed_join_reference(src: str) -> tuple[set, float, float]:
     return ref, time.perf_counter() - t0, decode_s
 
 
-def _join_settings(src: str, url: str):
-    from streaming.host.settings import RunSettings
-    return RunSettings(source=src, store_url=url, end_of_stream=True,
-                       checkpoint_every=CHECKPOINT_EVERY, batch_size=BATCH_SIZE)
-
-
-def child_join_store(src: str, url: str, n: int) -> dict:
+def child_join_store(src: str, url: str, n: int, workers: int = 1) -> dict:
     from streaming.cli.join import pair_rows
-    from streaming.pipelines.join import SPEC
     from streaming.store.ops import Store
-    res, wall, stages, rss, commits = _run_worker(SPEC, _join_settings(src, url), url)
+    counts, wall, stages, rss, commits = _run_family("join", src, url, workers)
     store = Store(url)
     try:
         live = {(r["payment_id"], r["signal_id"]) for r in pair_rows(store, False)}
@@ -202,10 +280,8 @@ def child_join_store(src: str, url: str, n: int) -> dict:
         store.dispose()
     ref, ref_s, ref_decode_s = _timed_join_reference(src)
     return {"seconds": wall, "reference_seconds": ref_s, "reference_decode_s": ref_decode_s,
-            "peak_rss_mib": rss, "reference_equal": live == ref, "stages": stages,
-            "records": res.records, "facts_written": res.facts_written,
-            "pairs": len(live), "reference_pairs": len(ref), "checkpoints": res.checkpoints,
-            **commits}
+            "peak_rss_mib": rss, "reference_equal": live == ref, "stages": stages, **counts,
+            "pairs": len(live), "reference_pairs": len(ref), **commits}
 
 
 def child_join_operator(src: str, url: str, n: int) -> dict:
@@ -225,7 +301,7 @@ def child_join_operator(src: str, url: str, n: int) -> dict:
 
     log = FileLog(src, SPEC.topics)
     contracts = SPEC.contracts
-    op = SPEC.make_operator(_join_settings(src, url))
+    op = SPEC.make_operator(_spec_and_settings("join", src, url)[1])
     wms = {t: InputWatermark(t, log.partition_counts[t], SPEC.lateness_us[t])
            for t in log.topics}
     # The operator's current pairs: the last fact per logical key decides. Their IDs are read
@@ -291,19 +367,12 @@ def child_join_operator(src: str, url: str, n: int) -> dict:
             "pairs": len(live), "reference_pairs": len(ref)}
 
 
-def child_ledger(src: str, url: str, n: int) -> dict:
+def child_ledger(src: str, url: str, n: int, workers: int = 1) -> dict:
     from streaming.cli.ledger import window_rows
-    from streaming.pipelines.ledger import make_spec, run_extra
-    from streaming.repairs.ledger import DEV_KEY, RepairKey
     from streaming.store.ops import Store
     from streaming.timeutil import parse_utc_us
-    from streaming.host.settings import RunSettings
 
-    key = RepairKey(DEV_KEY, "dev")
-    settings = RunSettings(source=src, store_url=url, end_of_stream=True,
-                           checkpoint_every=CHECKPOINT_EVERY, batch_size=BATCH_SIZE,
-                           extra=run_extra(key))
-    res, wall, stages, rss, commits = _run_worker(make_spec(key), settings, url)
+    counts, wall, stages, rss, commits = _run_family("ledger", src, url, workers)
     store = Store(url)
     try:
         current = {(r["account_id"], parse_utc_us(r["event_hour"].replace("Z", ":00Z"))):
@@ -312,22 +381,15 @@ def child_ledger(src: str, url: str, n: int) -> dict:
         store.dispose()
     ref, ref_s = _timed_ledger_reference(src)
     return {"seconds": wall, "reference_seconds": ref_s, "peak_rss_mib": rss,
-            "reference_equal": current == ref and len(ref) > 0, "stages": stages,
-            "records": res.records, "facts_written": res.facts_written,
+            "reference_equal": current == ref and len(ref) > 0, "stages": stages, **counts,
             "windows": len(current), "reference_windows": len(ref), **commits}
 
 
-def child_receipts(src: str, url: str, n: int) -> dict:
+def child_receipts(src: str, url: str, n: int, workers: int = 1) -> dict:
     from streaming.pipelines.receipts_release import active, decision_facts
-    from streaming.pipelines.receipts import SPEC
     from streaming.store.ops import Store
-    from streaming.host.settings import RunSettings
 
-    models = os.path.join(src, "models")
-    settings = RunSettings(source=src, store_url=url, end_of_stream=True,
-                           checkpoint_every=CHECKPOINT_EVERY, batch_size=BATCH_SIZE,
-                           extra={"model_dir": models})
-    res, wall, stages, rss, commits = _run_worker(SPEC, settings, url)
+    counts, wall, stages, rss, commits = _run_family("receipts", src, url, workers)
     store = Store(url)
     try:
         act = {f["receipt_id"]: f for f in active(decision_facts(store))}
@@ -338,8 +400,7 @@ def child_receipts(src: str, url: str, n: int) -> dict:
         r in act and (act[r]["feature_count_7m"], act[r]["feature_amount_7m"], act[r]["score"])
         == (v["feature_count_7m"], v["feature_amount_7m"], v["score"]) for r, v in ref.items())
     return {"seconds": wall, "reference_seconds": ref_s, "peak_rss_mib": rss,
-            "reference_equal": equal, "stages": stages, "records": res.records,
-            "facts_written": res.facts_written, "decisions": len(act),
+            "reference_equal": equal, "stages": stages, **counts, "decisions": len(act),
             "reference_decisions": len(ref), **commits}
 
 
@@ -376,10 +437,12 @@ def child_reference(scenario: str, src: str) -> float:
     return REFERENCES[scenario.split("-")[0]](src)[1]
 
 
-CHILDREN = {"join-sqlite": child_join_store, "join-postgres": child_join_store,
-            "join-sqlite-ordered-ids": child_join_store,
-            "join-operator": child_join_operator, "ledger-sqlite": child_ledger,
-            "receipts-sqlite": child_receipts}
+CHILDREN: dict[str, Callable[..., dict]] = {
+    "join-sqlite": child_join_store, "join-postgres": child_join_store,
+    "join-sqlite-ordered-ids": child_join_store, "join-operator": child_join_operator,
+    "ledger-sqlite": child_ledger, "receipts-sqlite": child_receipts}
+for _name, _n in WORKERS.items():
+    CHILDREN[_name] = partial(CHILDREN[_name.removesuffix(f"-{_n}-workers")], workers=_n)
 
 
 # ---------------------------------------------------------------------------- parent
@@ -446,6 +509,8 @@ def run_scenario(scenario: str, workdir: str, n: int) -> dict:
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "reference":
         print(json.dumps({"reference_seconds": child_reference(sys.argv[2], sys.argv[3])}))
+    elif len(sys.argv) == 6 and sys.argv[1] == "worker":
+        print(json.dumps(worker_child(*sys.argv[2:]), default=str))
     elif len(sys.argv) == 6 and sys.argv[1] == "child":
         from streaming import native
 
@@ -455,4 +520,5 @@ if __name__ == "__main__":
     else:
         raise SystemExit(
             "usage: python -m riskstream_tools.benchmarks.scenarios child NAME SRC URL N\n"
+            "       python -m riskstream_tools.benchmarks.scenarios worker FAMILY SRC URL I/N\n"
             "       python -m riskstream_tools.benchmarks.scenarios reference NAME SRC")

@@ -159,15 +159,18 @@ def echo_json(obj) -> None:
 def run_settings(source: str, store_url: str, crash_at: str | None, checkpoint_every: int,
                  batch_size: int, *, idle_after: float | None = None,
                  ttl_minutes: float | None = None, end_of_stream: bool = False,
-                 max_arrival_jump: float = 60.0, overlap_commits: bool = True, **more):
+                 max_arrival_jump: float = 60.0, overlap_commits: bool = True,
+                 worker: str | None = None, **more):
     """RunSettings from a `run` command's shared flags (minutes -> microseconds); a bad
-    --crash-at exits with its reason."""
+    --crash-at or --worker exits with its reason."""
+    from ..assignment import Assignment, AssignmentError
     from ..host.crash import parse_crash_at
     from ..host.settings import RunSettings
     from ..timeutil import US_PER_MIN
     try:
         crash = parse_crash_at(crash_at)
-    except ValueError as exc:
+        assignment = Assignment.parse(worker)
+    except (ValueError, AssignmentError) as exc:
         fail(str(exc))
     return RunSettings(
         source=source, store_url=store_url, checkpoint_every=checkpoint_every,
@@ -176,4 +179,4 @@ def run_settings(source: str, store_url: str, crash_at: str | None, checkpoint_e
         ttl_us=int(ttl_minutes * US_PER_MIN) if ttl_minutes is not None else None,
         end_of_stream=end_of_stream,
         max_arrival_jump_us=int(max_arrival_jump * US_PER_MIN) if max_arrival_jump else None,
-        overlap_commits=overlap_commits, **more)
+        overlap_commits=overlap_commits, assignment=assignment, **more)

@@ -19,7 +19,8 @@ max_batch_delay_option = click.option(
          "committed, full or not.")
 worker_option = click.option(
     "--worker", "worker", default=None, metavar="I/N",
-    help="With --follow: own the partitions p with p %% N == I of every keyed topic.")
+    help="Own the partitions p with p %% N == I of every keyed topic (of a file log, or of a "
+         "NATS stream with --follow).")
 outage_limit_option = click.option(
     "--outage-limit", type=float, default=30.0, show_default=True,
     help="With --follow: seconds the store or the broker may stay unreachable before the "
@@ -34,21 +35,19 @@ def follow_options(fn):
 
 
 def follow_settings(follow: bool, max_batch_delay: float, worker: str | None,
-                    outage_limit: float):
-    """FollowSettings when --follow is given, else None (refusing follow-only flags)."""
-    from ..assignment import Assignment, AssignmentError
+                    outage_limit: float, source: str):
+    """FollowSettings when --follow is given, else None (refusing follow-only flags). The
+    worker's assignment (--worker) is a run setting (`common.run_settings`): a file log's
+    share is read without --follow, a NATS stream's only while following it."""
     from ..host.follow import FollowSettings
     if not follow:
-        if worker is not None:
-            fail("--worker needs --follow")
+        if worker is not None and source.startswith("nats://"):
+            fail("--worker on a NATS stream needs --follow (a file log's share is read "
+                 "without it)")
         return None
     if max_batch_delay <= 0:
         fail("--max-batch-delay must be > 0 milliseconds")
-    try:
-        assignment = Assignment.parse(worker)
-    except AssignmentError as exc:
-        fail(str(exc))
-    return FollowSettings(max_batch_delay_s=max_batch_delay / 1000.0, assignment=assignment,
+    return FollowSettings(max_batch_delay_s=max_batch_delay / 1000.0,
                           outage_limit_s=outage_limit)
 
 

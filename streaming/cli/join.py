@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..assignment import AssignmentError
 from ..host.checkpoints import CheckpointMismatch, SourceMismatch
 from ..host.crash import CRASH_POINTS
 from ..host.loop import Worker
@@ -34,9 +35,7 @@ def run_pipeline(spec, settings: RunSettings, quiet: bool = False):
     try:
         with progress_bar(f"{spec.name} run", enabled=None if not quiet else False) as cb:
             return Worker(spec, settings, progress=cb).run()
-    except CheckpointMismatch as exc:
-        fail(str(exc), exc.exit_code)
-    except SourceMismatch as exc:
+    except (CheckpointMismatch, SourceMismatch, AssignmentError) as exc:
         fail(str(exc), exc.exit_code)
     except SourceError as exc:  # the source cannot be opened: missing, unreachable, malformed
         fail(redact_text(str(exc)), SOURCE_UNAVAILABLE_EXIT)
@@ -70,8 +69,8 @@ def run(source, store_url, checkpoint_every, batch_size, crash_at, idle_after, t
     settings = run_settings(source, store_url, crash_at, checkpoint_every, batch_size,
                             idle_after=idle_after, ttl_minutes=ttl_minutes,
                             end_of_stream=end_of_stream, max_arrival_jump=max_arrival_jump,
-                            overlap_commits=overlap_commits)
-    following = follow_settings(follow, max_batch_delay, worker, outage_limit)
+                            overlap_commits=overlap_commits, worker=worker)
+    following = follow_settings(follow, max_batch_delay, worker, outage_limit, source)
     if following is not None:
         click.echo(follow_summary("join", run_follow(SPEC, settings, following, quiet)))
         return

@@ -66,8 +66,8 @@ def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, ch
                             end_of_stream=end_of_stream, extra=run_extra(key), throttle=throttle,
                             max_arrival_jump=max_arrival_jump,
                             overlap_commits=overlap_commits,
-                            full_checkpoint_after=full_checkpoint_after)
-    following = follow_settings(follow, max_batch_delay, worker, outage_limit)
+                            full_checkpoint_after=full_checkpoint_after, worker=worker)
+    following = follow_settings(follow, max_batch_delay, worker, outage_limit, source)
     if following is not None:
         from .follow import follow_summary, run_follow
         click.echo(follow_summary("ledger", run_follow(make_spec(key), settings, following,

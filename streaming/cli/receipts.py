@@ -54,8 +54,8 @@ def run(source, store_url, model_dir, crash_at, checkpoint_every, batch_size, id
                             idle_after=idle_after, end_of_stream=end_of_stream,
                             extra={"model_dir": model_dir}, max_arrival_jump=max_arrival_jump,
                             overlap_commits=overlap_commits,
-                            full_checkpoint_after=full_checkpoint_after)
-    following = follow_settings(follow, max_batch_delay, worker, outage_limit)
+                            full_checkpoint_after=full_checkpoint_after, worker=worker)
+    following = follow_settings(follow, max_batch_delay, worker, outage_limit, source)
     try:
         if following is not None:
             from .follow import follow_summary, run_follow

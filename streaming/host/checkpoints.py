@@ -278,7 +278,8 @@ class CheckpointDump:
 def dump_checkpoint(spec: PipelineSpec, op: Operator, source: Source,
                     wms: dict[str, InputWatermark], positions: dict[TP, int], *, clock: int,
                     stream_start: int, seq: int, records_total: int, ended: bool,
-                    chain: CheckpointChain | None = None, full_after: float = 1.0
+                    key: str | None = None, chain: CheckpointChain | None = None,
+                    full_after: float = 1.0
                     ) -> tuple[CheckpointDump, CheckpointChain]:
     """The state of this moment, serialized: operator, watermarks, positions and source
     fingerprints; and what the checkpoint after it builds on. Everything after this
@@ -288,8 +289,10 @@ def dump_checkpoint(spec: PipelineSpec, op: Operator, source: Source,
     With `chain` (what the checkpoint before this one left) and an operator that names its
     large maps (`snapshot_parts`), the dump is a delta: those maps as their changes since that
     checkpoint, the rest whole; a full one again once the deltas add up to `full_after` times
-    the full one. Either way the operator's parts are marked: the next delta starts here."""
+    the full one. Either way the operator's parts are marked: the next delta starts here.
+    `key`: what the checkpoint is kept under (the worker's key; default the pipeline's name)."""
     t0 = time.perf_counter()
+    key = key or spec.name
     parts_of = getattr(op, "snapshot_parts", None)
     parts = parts_of() if parts_of is not None else None
     delta = parts is not None and chain is not None and not chain.wants_full(full_after)
@@ -315,7 +318,7 @@ def dump_checkpoint(spec: PipelineSpec, op: Operator, source: Source,
     serializer = DELTA_SERIALIZER if delta else SERIALIZER
     sm = op.state_metrics()
     meta = {
-        "pipeline": spec.name, "journal_seq": seq,
+        "pipeline": key, "journal_seq": seq,
         "positions": state["positions"], "source": state["source"],
         "watermarks": {t: us_to_iso(w.wm) for t, w in wms.items()},
         "idle_partitions": {t: [p for p, i in enumerate(w.idle) if i]
@@ -331,7 +334,7 @@ def dump_checkpoint(spec: PipelineSpec, op: Operator, source: Source,
     }
     if delta and chain is not None:
         meta["delta_of"] = chain.base()
-    dump = CheckpointDump(spec.name, seq, op.state_schema, meta, time.perf_counter() - t0, raw,
+    dump = CheckpointDump(key, seq, op.state_schema, meta, time.perf_counter() - t0, raw,
                           serializer=serializer)
     return dump, after
 

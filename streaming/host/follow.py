@@ -33,12 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable
 
-from sqlalchemy import select
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from ..assignment import Assignment, check_assignment_history
 from ..sources.filelog import RawRecord
-from ..store import schema as S
 from ..store.lease import Lease
 from ..store.ops import BatchWrite, Store
 from .journal import verify_journal
@@ -65,12 +62,11 @@ class BrokerUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class FollowSettings:
     max_batch_delay_s: float = DEFAULT_MAX_BATCH_DELAY_S
-    assignment: Assignment = Assignment()
     outage_limit_s: float = DEFAULT_OUTAGE_LIMIT_S
 
     def describe(self) -> dict:
         return {"follow": True, "max_batch_delay_s": self.max_batch_delay_s,
-                "worker": str(self.assignment), "outage_limit_s": self.outage_limit_s}
+                "outage_limit_s": self.outage_limit_s}
 
 
 @dataclass
@@ -134,17 +130,13 @@ class AssignedStore:
             return value
 
     # -- keyed and retried ---------------------------------------------------------------------
+    # The worker writes its journal, metrics and checkpoint rows under its key itself
+    # (`Worker.key`): these only retry.
     def commit_batch(self, b: BatchWrite, before_commit=None):
-        if self.key != self._pipeline:
-            if b.journal is not None:
-                b.journal = {**b.journal, "pipeline": self.key}
-            if b.metrics is not None:
-                b.metrics = {**b.metrics, "pipeline": self.key}
         return self.retry(f"commit of batch {b.seq}",
                           lambda: self._store.commit_batch(b, before_commit))
 
     def write_checkpoint(self, row: dict, mid_write=None, keep: int = 3) -> None:
-        row = {**row, "pipeline": self._k(row["pipeline"])}
         self.retry("checkpoint", lambda: self._store.write_checkpoint(row, mid_write, keep))
 
     def latest_checkpoint(self, pipeline: str):
@@ -166,9 +158,7 @@ class AssignedStore:
         self.retry("run finish", lambda: self._store.finish_run(run_id, result))
 
     def journal_keys(self) -> list[str]:
-        j = S.journal.c
-        return self.retry("journal keys", lambda: [r["pipeline"] for r in self._store.rows(
-            select(j.pipeline).distinct())])
+        return self.retry("journal keys", self._store.journal_keys)
 
 
 def percentile(values, q: float) -> float | None:
@@ -201,7 +191,7 @@ class FollowWorker(Worker):
         settings = dataclasses.replace(settings, overlap_commits=False)
         self.follow = follow
         base = store or Store(settings.store_url, schema="upgrade")
-        key = follow.assignment.store_key(spec.name)
+        key = settings.assignment.store_key(spec.name)
         self.lease: Lease | None = None
         assigned: Any = AssignedStore(base, spec.name, key, follow.outage_limit_s,
                                       self._store_recovered)
@@ -223,7 +213,7 @@ class FollowWorker(Worker):
     def _open_source(self):
         from ..sources.nats_follow import NatsFollowSource
         arrival = {t: c.arrival_time_field for t, c in self.spec.contracts.items()}
-        assignment = self.follow.assignment
+        assignment = self.settings.assignment
         owned = None
         if assignment.count > 1:
             # The layout decides the partition counts; read it before choosing subjects.
@@ -236,15 +226,6 @@ class FollowWorker(Worker):
                                 max_arrival_jump_us=self.settings.max_arrival_jump_us,
                                 hold_trailing=not self.settings.end_of_stream)
 
-    def _restore(self, source, ck):
-        super()._restore(source, ck)
-        if ck is None and self.follow.assignment.count > 1:
-            # Partitions of other workers never deliver here: leave them out of the minimum.
-            for topic, wm in self.wms.items():
-                for p in range(len(wm.idle)):
-                    if not source.owns((topic, p)):
-                        wm.set_idle(p, True)
-
     def run(self) -> RunResult:
         store: AssignedStore = self.store
         # From here on a stop request is honoured at the next batch boundary.
@@ -252,8 +233,6 @@ class FollowWorker(Worker):
                     for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             self.lease = store.retry("lease", lambda: Lease(store.engine, store.key).acquire())
-            check_assignment_history(store.journal_keys(), self.spec.name,
-                                     self.follow.assignment)
             return super().run()
         finally:
             for sig, handler in previous.items():
@@ -383,7 +362,7 @@ class FollowWorker(Worker):
         commit = list(self._commit_ms)
         e2e = list(self._e2e_ms)
         return {
-            "worker": str(self.follow.assignment),
+            "worker": str(self.settings.assignment),
             "records_total": self.records_total,
             "rate_per_s": round(self._rate(), 1),
             "lag": src.lag(self.positions) if src is not None else {},

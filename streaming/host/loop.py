@@ -14,6 +14,7 @@ from itertools import islice
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from ..assignment import check_assignment_history
 from ..collector import run_collector
 from ..operators.base import Emit, safe_text
 from ..sources import open_source
@@ -96,6 +97,9 @@ class Worker:
                  progress: Callable[[int, int], None] | None = None):
         self.spec = spec
         self.settings = settings
+        # What this worker's journal, checkpoints, metrics and runs are kept under: the
+        # pipeline's name, or `<pipeline>@I/N` for one of several (streaming/assignment.py).
+        self.key = settings.assignment.store_key(spec.name)
         # A run creates an empty store and migrates an older one before it reads anything.
         self.store = store or Store(settings.store_url, schema="upgrade")
         self.progress = progress
@@ -134,8 +138,12 @@ class Worker:
     # ------------------------------------------------------------------ set-up
     def _open_source(self) -> Source:
         arrival = {t: c.arrival_time_field for t, c in self.spec.contracts.items()}
+        assignment = self.settings.assignment
+        owns = None
+        if assignment.count > 1:
+            owns = lambda tp: assignment.owns(self.spec.name, tp[0], tp[1])  # noqa: E731
         return open_source(self.settings.source, self.spec.topics, arrival,
-                           self.settings.max_arrival_jump_us)
+                           self.settings.max_arrival_jump_us, owns=owns)
 
     def _restore(self, source: Source, ck: dict | None) -> None:
         if ck is None:
@@ -143,6 +151,13 @@ class Worker:
                 self.wms[t] = InputWatermark(t, source.partition_counts[t],
                                              self.spec.lateness_us[t])
             self.positions = {tp: 0 for tp in source.tps()}
+            if self.settings.assignment.count > 1:
+                # Partitions of other workers never deliver here: leave them out of the
+                # minimum (a checkpoint keeps this, as every idleness).
+                for topic, wm in self.wms.items():
+                    for p in range(len(wm.idle)):
+                        if not source.owns((topic, p)):
+                            wm.set_idle(p, True)
             return
         state = ck["decoded"]
         self.positions = verified_positions(ck, source)
@@ -167,8 +182,11 @@ class Worker:
     # ------------------------------------------------------------------ the loop
     def run(self) -> RunResult:
         t0 = time.perf_counter()
-        # Refuse before reading or writing anything when the state format is not ours.
-        ck = read_checkpoint(self.store, self.spec.name, self.op.state_schema)
+        # Refuse before reading or writing anything: a worker count other than the one the
+        # store's journal was kept under, or a state format that is not ours.
+        check_assignment_history(self.store.journal_keys(), self.spec.name,
+                                 self.settings.assignment)
+        ck = read_checkpoint(self.store, self.key, self.op.state_schema)
         self.source = self._open_source()
         self._restore(self.source, ck)
         # The recording and restored state live for the whole run: out of the cyclic
@@ -182,11 +200,11 @@ class Worker:
                 self._close_writer()
 
     def _run_loop(self, t0: float) -> RunResult:
-        journal = list(self.store.journal_after(self.spec.name, self.seq))
+        journal = list(self.store.journal_after(self.key, self.seq))
         verify_journal(journal, self.source, self.positions)
         if self.spec.prepare is not None:
             self.spec.prepare(self.op, self.store)
-        run_id = self.store.start_run(self.spec.name, self.settings.describe())
+        run_id = self.store.start_run(self.key, self.settings.describe())
         start = (f"checkpoint {self.result.restored_from}"
                  if self.result.restored_from is not None else "the beginning")
         log.info("%s: run %s started from %s (%s)", self.spec.name, run_id, start,
@@ -492,11 +510,11 @@ class Worker:
                   "reason": e.reason, "watermark_at_arrival_us": e.watermark_at_arrival,
                   "status": "pending", "status_reason": None, "detail": dumps(e.detail),
                   "generation_id": None, "batch_seq": seq} for e in out.queue]
-        journal = {"pipeline": name, "seq": seq, "ranges": dumps(ranges),
+        journal = {"pipeline": self.key, "seq": seq, "ranges": dumps(ranges),
                    "order_runs": dumps(order_runs), "idleness": dumps(made), "records": n,
                    "clock_us": self.clock if self.clock > NEG_INF else 0,
                    "end_of_stream": eos, "committed_at": now_iso()}
-        metrics = {"pipeline": name, "seq": seq,
+        metrics = {"pipeline": self.key, "seq": seq,
                    "clock_us": self.clock if self.clock > NEG_INF else 0,
                    "snapshot": dumps(self._metrics_snapshot(out))}
         extra = {t: rows for t, rows in out.extra.items()}
@@ -533,7 +551,7 @@ class Worker:
         dump, self._chain = dump_checkpoint(
             self.spec, self.op, self.source, self.wms, self.positions, clock=self.clock,
             stream_start=self.stream_start, seq=self.seq, records_total=self.records_total,
-            ended=self.ended, chain=self._chain,
+            ended=self.ended, key=self.key, chain=self._chain,
             full_after=self.settings.full_checkpoint_after)
         self.result.stage_seconds["checkpoint"] += time.perf_counter() - t0
         return dump

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..assignment import Assignment
 from ..contracts import Contract
 from ..operators.base import Emit
 from ..redaction import redact_url
@@ -43,6 +44,7 @@ class Source(Protocol):
     partition_counts: dict[str, int]
 
     def tps(self) -> list[TP]: ...
+    def owns(self, tp: TP) -> bool: ...
     def end_offset(self, tp: TP) -> int: ...
     def total_records(self) -> int: ...
     def read_at(self, tp: TP, offset: int) -> RawRecord: ...
@@ -81,6 +83,10 @@ class RunSettings:
     # checkpoint once the deltas since the last full one add up to this many times its size,
     # so restore reads at most about 1 + this many states; 0 writes every checkpoint full.
     full_checkpoint_after: float = 1.0
+    # Scale-out by partition (`--worker I/N`, streaming/assignment.py): the partitions of the
+    # keyed topics this worker owns, and the key its journal, checkpoints, metrics and runs
+    # are kept under. One worker (0/1) owns them all under the pipeline's own name.
+    assignment: Assignment = field(default_factory=Assignment)
 
     def describe(self) -> dict:
         return {"source": redact_url(self.source), "store": redact_url(self.store_url),
@@ -90,6 +96,7 @@ class RunSettings:
                 "ttl_us": self.ttl_us, "max_arrival_jump_us": self.max_arrival_jump_us,
                 "overlap_commits": self.overlap_commits,
                 "full_checkpoint_after": self.full_checkpoint_after,
+                "worker": str(self.assignment),
                 **({"throttle": self.throttle.describe()} if self.throttle else {}),
                 **self.extra}
 

@@ -414,8 +414,12 @@ class FileLog:
     kind = "filelog"
 
     def __init__(self, root: str, topics: list[str], arrival_field: dict[str, str] | None = None,
-                 max_arrival_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US):
+                 max_arrival_jump_us: int | None = DEFAULT_MAX_ARRIVAL_JUMP_US,
+                 owns: Callable[[TP], bool] | None = None):
+        """`owns`: the partitions this worker reads (`--worker I/N`); the others are counted
+        but read as empty, so positions, watermarks and checkpoints keep the log's layout."""
         self.root = root
+        self._owns = owns
         self.topics = list(topics)
         self._arrival_field = arrival_field or {}
         self.max_arrival_jump_us = max_arrival_jump_us
@@ -430,7 +434,8 @@ class FileLog:
             self.partition_counts[topic] = n
             field = self._arrival_field.get(topic, "arrival_time")
             for p in range(n):
-                self._parts[(topic, p)] = _Partition((topic, p), parts.get(p), field,
+                path = parts.get(p) if self.owns((topic, p)) else None
+                self._parts[(topic, p)] = _Partition((topic, p), path, field,
                                                      max_arrival_jump_us, self._others_frontier,
                                                      self.opened_us)
         self._frontiers: dict[TP, int] | None = None
@@ -476,6 +481,9 @@ class FileLog:
 
     def tps(self) -> list[TP]:
         return [(t, p) for t in self.topics for p in range(self.partition_counts[t])]
+
+    def owns(self, tp: TP) -> bool:
+        return self._owns is None or self._owns(tp)
 
     def newest_arrival(self) -> int | None:
         """The newest arrival among the partitions' last records."""

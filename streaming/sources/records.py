@@ -406,6 +406,10 @@ class PartitionBuffer:
     def tps(self) -> list[TP]:
         return [(t, p) for t in self.topics for p in range(self.partition_counts[t])]
 
+    def owns(self, tp: TP) -> bool:
+        """Whether this source reads the partition (one that scales out reads a share)."""
+        return True
+
     def end_offset(self, tp: TP) -> int:
         return len(self._lines.get(tp, ()))
 

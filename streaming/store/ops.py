@@ -730,6 +730,12 @@ class Store:
                 finished_at=now_iso(), result=dumps(result)))
 
     # ------------------------------------------------------------------ reads
+    def journal_keys(self) -> list[str]:
+        """The distinct keys the store's journal rows are kept under (`<pipeline>` or
+        `<pipeline>@I/N`, streaming/assignment.py)."""
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(select(S.journal.c.pipeline).distinct())]
+
     def latest_checkpoint(self, pipeline: str) -> dict | None:
         c = S.checkpoints.c
         with self.engine.connect() as conn:

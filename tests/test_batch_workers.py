@@ -1,0 +1,87 @@
+"""Scale-out of a run over a file log (`run --worker I/N` without `--follow`): two workers,
+each over its share of the partitions, on one store at the same time, write what one worker
+writes; each keeps its journal and checkpoints under its own key; a store kept by one worker
+count refuses another."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from streaming.store.ops import Store, loads
+from tests.followutil import (ENV, cli, comparable, current_rows, fact_rows,
+                              recording_positions, rekeyed_recording, sink_positions)
+
+RUN = ["--batch-size", "50", "--checkpoint-every", "200", "--end-of-stream", "--quiet"]
+
+
+def _within_lateness(pipeline: str, out: str) -> None:
+    from tests.crashloop import workload
+    workload(pipeline, out, 5)
+
+
+def _extra(pipeline: str, tmp_path) -> list[str]:
+    return ["--model-dir", str(tmp_path / "models")] if pipeline == "receipts" else []
+
+
+@pytest.mark.parametrize("pipeline", ["join", "ledger", "receipts"])
+def test_two_workers_over_a_file_log_give_the_sink_of_one(pipeline, tmp_path):
+    rec, keyed = str(tmp_path / "rec"), str(tmp_path / "keyed")
+    _within_lateness(pipeline, rec)
+    rekeyed_recording(rec, keyed, pipeline, 4)
+    extra = _extra(pipeline, tmp_path)
+    one, two = f"sqlite:///{tmp_path}/one.sqlite", f"sqlite:///{tmp_path}/two.sqlite"
+    cli(pipeline, "run", "--source", keyed, "--store", one, *RUN, *extra)
+    Store(two).dispose()  # created before two processes open it at once
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "streaming.cli.main", pipeline, "run", "--source", keyed,
+         "--store", two, *RUN, *extra, "--worker", f"{i}/2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV})
+        for i in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    # The same facts and current rows (a receipt decision's watermark is its worker's).
+    assert comparable(current_rows(two, pipeline), pipeline) == \
+        comparable(current_rows(one, pipeline), pipeline)
+    if pipeline != "receipts":
+        assert fact_rows(two, pipeline) == fact_rows(one, pipeline)
+    else:
+        assert [f[:4] for f in fact_rows(two, pipeline)] == \
+            [f[:4] for f in fact_rows(one, pipeline)]
+    assert len(current_rows(two, pipeline)) > 0
+    # Every position of the recording archived exactly once (the ledger's categories, which
+    # both workers read whole, once too), and accounting closes.
+    got = sink_positions(two, pipeline)
+    assert sorted(got) == sorted(set(got)) and set(got) == recording_positions(keyed)
+    store = Store(two)
+    try:
+        # Each worker read only its own partitions of the keyed topics (p % 2 == I) and the
+        # reference topics whole.
+        from streaming.assignment import BROADCAST_TOPICS
+        for i in range(2):
+            read = {tps for entry in store.journal_after(f"{pipeline}@{i}/2", 0)
+                    for tps in loads(entry["ranges"])}
+            keyed_read = {tps for tps in read
+                          if tps.split(":")[0] not in BROADCAST_TOPICS.get(pipeline, ())}
+            assert keyed_read and all(int(tps.split(":")[1]) % 2 == i for tps in keyed_read)
+        assert store.latest_checkpoint(f"{pipeline}@0/2")
+        assert store.latest_checkpoint(f"{pipeline}@1/2")
+        assert store.latest_checkpoint(pipeline) is None
+        assert all(row["closes"] for row in store.accounting(pipeline))
+    finally:
+        store.dispose()
+
+
+def test_a_store_kept_by_one_worker_refuses_two(tmp_path):
+    rec, keyed = str(tmp_path / "rec"), str(tmp_path / "keyed")
+    _within_lateness("join", rec)
+    rekeyed_recording(rec, keyed, "join", 4)
+    store = f"sqlite:///{tmp_path}/ops.sqlite"
+    cli("join", "run", "--source", keyed, "--store", store, *RUN)
+    res = cli("join", "run", "--source", keyed, "--store", store, *RUN, "--worker", "0/2",
+              check=False)
+    assert res.returncode == 6 and "join" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
