@@ -221,3 +221,26 @@ def comparable(rows: list[tuple], pipeline: str) -> list[tuple]:
         p.pop("watermark", None)
         out.append((kind, key, fact_key, status, orjson.dumps(p, option=orjson.OPT_SORT_KEYS)))
     return sorted(out)
+
+
+def pipeline_args(pipeline: str, tmp_path) -> list[str]:
+    return ["--model-dir", str(tmp_path / "models")] if pipeline == "receipts" else []
+
+
+def within_lateness(pipeline: str, out: str) -> None:
+    """Workloads whose records stay within the pipeline's lateness bound."""
+    from tests.crashloop import workload
+    workload(pipeline, out, 5)
+
+
+def assert_same_sink(store_url: str, reference_url: str, pipeline: str) -> None:
+    """The store holds the reference store's facts and current rows (`comparable`: a receipt
+    decision's watermark is its worker's), and some of them."""
+    assert comparable(current_rows(store_url, pipeline), pipeline) == \
+        comparable(current_rows(reference_url, pipeline), pipeline)
+    if pipeline != "receipts":
+        assert fact_rows(store_url, pipeline) == fact_rows(reference_url, pipeline)
+    else:
+        assert [f[:4] for f in fact_rows(store_url, pipeline)] == \
+            [f[:4] for f in fact_rows(reference_url, pipeline)]
+    assert len(current_rows(store_url, pipeline)) > 0

@@ -12,27 +12,18 @@ import sys
 import pytest
 
 from streaming.store.ops import Store, loads
-from tests.followutil import (ENV, cli, comparable, current_rows, fact_rows,
-                              recording_positions, rekeyed_recording, sink_positions)
+from tests.followutil import (ENV, assert_same_sink, cli, pipeline_args, recording_positions,
+                              rekeyed_recording, sink_positions, within_lateness)
 
 RUN = ["--batch-size", "50", "--checkpoint-every", "200", "--end-of-stream", "--quiet"]
-
-
-def _within_lateness(pipeline: str, out: str) -> None:
-    from tests.crashloop import workload
-    workload(pipeline, out, 5)
-
-
-def _extra(pipeline: str, tmp_path) -> list[str]:
-    return ["--model-dir", str(tmp_path / "models")] if pipeline == "receipts" else []
 
 
 @pytest.mark.parametrize("pipeline", ["join", "ledger", "receipts"])
 def test_two_workers_over_a_file_log_give_the_sink_of_one(pipeline, tmp_path):
     rec, keyed = str(tmp_path / "rec"), str(tmp_path / "keyed")
-    _within_lateness(pipeline, rec)
+    within_lateness(pipeline, rec)
     rekeyed_recording(rec, keyed, pipeline, 4)
-    extra = _extra(pipeline, tmp_path)
+    extra = pipeline_args(pipeline, tmp_path)
     one, two = f"sqlite:///{tmp_path}/one.sqlite", f"sqlite:///{tmp_path}/two.sqlite"
     cli(pipeline, "run", "--source", keyed, "--store", one, *RUN, *extra)
     Store(two).dispose()  # created before two processes open it at once
@@ -43,15 +34,7 @@ def test_two_workers_over_a_file_log_give_the_sink_of_one(pipeline, tmp_path):
         for i in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
-    # The same facts and current rows (a receipt decision's watermark is its worker's).
-    assert comparable(current_rows(two, pipeline), pipeline) == \
-        comparable(current_rows(one, pipeline), pipeline)
-    if pipeline != "receipts":
-        assert fact_rows(two, pipeline) == fact_rows(one, pipeline)
-    else:
-        assert [f[:4] for f in fact_rows(two, pipeline)] == \
-            [f[:4] for f in fact_rows(one, pipeline)]
-    assert len(current_rows(two, pipeline)) > 0
+    assert_same_sink(two, one, pipeline)
     # Every position of the recording archived exactly once (the ledger's categories, which
     # both workers read whole, once too), and accounting closes.
     got = sink_positions(two, pipeline)
@@ -77,7 +60,7 @@ def test_two_workers_over_a_file_log_give_the_sink_of_one(pipeline, tmp_path):
 
 def test_a_store_kept_by_one_worker_refuses_two(tmp_path):
     rec, keyed = str(tmp_path / "rec"), str(tmp_path / "keyed")
-    _within_lateness("join", rec)
+    within_lateness("join", rec)
     rekeyed_recording(rec, keyed, "join", 4)
     store = f"sqlite:///{tmp_path}/ops.sqlite"
     cli("join", "run", "--source", keyed, "--store", store, *RUN)

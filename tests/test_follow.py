@@ -13,10 +13,10 @@ import pytest
 
 from streaming.store.ops import Store
 from tests.conftest import need_service
-from tests.followutil import (NATS_HOST, NATS_PORT, cli, consumed, current_rows, fact_rows,
-                              new_stream_url, publish, recording_positions, sink_positions,
-                              split_recording, start_follow, stop, wait_consumed, wait_lease,
-                              comparable)
+from tests.followutil import (NATS_HOST, NATS_PORT, assert_same_sink, cli, consumed,
+                              new_stream_url, pipeline_args, publish,
+                              recording_positions, sink_positions, split_recording,
+                              start_follow, stop, wait_consumed, wait_lease, within_lateness)
 
 RUN = ["--batch-size", "50", "--checkpoint-every", "200", "--max-batch-delay", "100"]
 
@@ -40,10 +40,6 @@ def stream():
 
 def generate(pipeline: str, out: str) -> None:
     cli(pipeline, "generate", "--seed", "11", "--out", out)
-
-
-def pipeline_args(pipeline: str, tmp_path) -> list[str]:
-    return ["--model-dir", str(tmp_path / "models")] if pipeline == "receipts" else []
 
 
 def assert_exactly_once(store_url: str, pipeline: str, recording: str) -> None:
@@ -129,12 +125,6 @@ def test_sigterm_mid_stream_then_restart_neither_loses_nor_repeats(stream, sqlit
     assert_exactly_once(sqlite_url, "join", str(rec))
 
 
-def within_lateness(pipeline: str, out: str) -> None:
-    """Workloads whose records stay within the pipeline's lateness bound."""
-    from tests.crashloop import workload
-    workload(pipeline, out, 5)
-
-
 @pytest.mark.parametrize("pipeline", ["join", "ledger", "receipts"])
 def test_two_workers_give_the_sink_of_one(pipeline, stream, pg_url, sqlite_url, tmp_path):
     need_service("PostgreSQL", "127.0.0.1", 5432)
@@ -169,14 +159,7 @@ def test_two_workers_give_the_sink_of_one(pipeline, stream, pg_url, sqlite_url, 
         for w in workers:
             cli(pipeline, "run", "--source", url, "--store", store_url, "--follow",
                 "--end-of-stream", "--quiet", *extra, *w)
-    assert comparable(current_rows(pg_url, pipeline), pipeline) == \
-        comparable(current_rows(sqlite_url, pipeline), pipeline)
-    if pipeline != "receipts":
-        assert fact_rows(pg_url, pipeline) == fact_rows(sqlite_url, pipeline)
-    else:
-        assert [f[:4] for f in fact_rows(pg_url, pipeline)] == \
-            [f[:4] for f in fact_rows(sqlite_url, pipeline)]
-    assert len(current_rows(pg_url, pipeline)) > 0
+    assert_same_sink(pg_url, sqlite_url, pipeline)
     store = Store(pg_url)
     try:
         # Each worker journals and checkpoints under its own key; readers see the union.

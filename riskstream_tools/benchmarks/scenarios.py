@@ -219,7 +219,10 @@ def _run_family(family: str, src: str, url: str, workers: int) -> tuple[dict, fl
     commits = {"workers": workers, "worker_cpu_s": sum(r["worker_cpu_s"] for r in runs),
                "sink_commit_s": sum(r["sink_commit_s"] for r in runs),
                "batches": sum(r["batches"] for r in runs),
-               "writer_peak_rss_mib": max(r["writer_peak_rss_mib"] or 0.0 for r in runs),
+               # None when the workers committed serially (no writer process).
+               "writer_peak_rss_mib": max((r["writer_peak_rss_mib"] for r in runs
+                                           if r["writer_peak_rss_mib"] is not None),
+                                          default=None),
                "worker_seconds": [round(r["end"] - r["start"], 3) for r in runs],
                "worker_records": [r["records"] for r in runs]}
     wall = max(r["end"] for r in runs) - min(r["start"] for r in runs)
