@@ -244,3 +244,12 @@ def assert_same_sink(store_url: str, reference_url: str, pipeline: str) -> None:
         assert [f[:4] for f in fact_rows(store_url, pipeline)] == \
             [f[:4] for f in fact_rows(reference_url, pipeline)]
     assert len(current_rows(store_url, pipeline)) > 0
+
+
+def assert_kept_per_worker(store: Store, pipeline: str, workers: int) -> None:
+    """Each of the pipeline's `workers` checkpointed under its own key (`<pipeline>@I/N`),
+    none under the pipeline's name, and accounting closes over the union."""
+    for i in range(workers):
+        assert store.latest_checkpoint(f"{pipeline}@{i}/{workers}")
+    assert store.latest_checkpoint(pipeline) is None
+    assert all(row["closes"] for row in store.accounting(pipeline))

@@ -12,8 +12,9 @@ import sys
 import pytest
 
 from streaming.store.ops import Store, loads
-from tests.followutil import (ENV, assert_same_sink, cli, pipeline_args, recording_positions,
-                              rekeyed_recording, sink_positions, within_lateness)
+from tests.followutil import (ENV, assert_kept_per_worker, assert_same_sink, cli,
+                              pipeline_args, recording_positions, rekeyed_recording,
+                              sink_positions, within_lateness)
 
 RUN = ["--batch-size", "50", "--checkpoint-every", "200", "--end-of-stream", "--quiet"]
 
@@ -50,10 +51,7 @@ def test_two_workers_over_a_file_log_give_the_sink_of_one(pipeline, tmp_path):
             keyed_read = {tps for tps in read
                           if tps.split(":")[0] not in BROADCAST_TOPICS.get(pipeline, ())}
             assert keyed_read and all(int(tps.split(":")[1]) % 2 == i for tps in keyed_read)
-        assert store.latest_checkpoint(f"{pipeline}@0/2")
-        assert store.latest_checkpoint(f"{pipeline}@1/2")
-        assert store.latest_checkpoint(pipeline) is None
-        assert all(row["closes"] for row in store.accounting(pipeline))
+        assert_kept_per_worker(store, pipeline, 2)
     finally:
         store.dispose()
 

@@ -13,8 +13,8 @@ import pytest
 
 from streaming.store.ops import Store
 from tests.conftest import need_service
-from tests.followutil import (NATS_HOST, NATS_PORT, assert_same_sink, cli, consumed,
-                              new_stream_url, pipeline_args, publish,
+from tests.followutil import (NATS_HOST, NATS_PORT, assert_kept_per_worker, assert_same_sink,
+                              cli, consumed, new_stream_url, pipeline_args, publish,
                               recording_positions, sink_positions, split_recording,
                               start_follow, stop, wait_consumed, wait_lease, within_lateness)
 
@@ -163,10 +163,7 @@ def test_two_workers_give_the_sink_of_one(pipeline, stream, pg_url, sqlite_url, 
     store = Store(pg_url)
     try:
         # Each worker journals and checkpoints under its own key; readers see the union.
-        assert store.latest_checkpoint(f"{pipeline}@0/2")
-        assert store.latest_checkpoint(f"{pipeline}@1/2")
-        assert store.latest_checkpoint(pipeline) is None
-        assert all(row["closes"] for row in store.accounting(pipeline))
+        assert_kept_per_worker(store, pipeline, 2)
     finally:
         store.dispose()
 
