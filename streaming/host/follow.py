@@ -82,14 +82,14 @@ class StoreOutages:
 
 
 class AssignedStore:
-    """The store as one worker sees it: journal, checkpoint, metrics and run rows under the
-    worker's key (`<pipeline>@I/N`), and every call that can meet a store outage retried with
-    bounded backoff. Everything else is the underlying store."""
+    """The store as a follow worker sees it: every call that can meet a store outage retried
+    with bounded backoff, and `key`, the worker's key, which its lease is taken on (the worker
+    names its journal, checkpoint, metrics and run rows by it itself: `Worker.key`).
+    Everything else is the underlying store."""
 
-    def __init__(self, store: Store, pipeline: str, key: str, outage_limit_s: float,
+    def __init__(self, store: Store, key: str, outage_limit_s: float,
                  on_recovered: Callable[[], None] | None = None):
         self._store = store
-        self._pipeline = pipeline
         self.key = key
         self.outage_limit_s = outage_limit_s
         self.outages = StoreOutages()
@@ -97,9 +97,6 @@ class AssignedStore:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
-
-    def _k(self, pipeline: str) -> str:
-        return self.key if pipeline == self._pipeline else pipeline
 
     def retry(self, what: str, fn: Callable[[], Any]) -> Any:
         delay = BACKOFF_FIRST_S
@@ -129,8 +126,8 @@ class AssignedStore:
                     self.on_recovered()
             return value
 
-    # -- keyed and retried ---------------------------------------------------------------------
-    # The worker writes its journal, metrics and checkpoint rows under its key itself
+    # -- retried -------------------------------------------------------------------------------
+    # The worker names its journal, metrics, checkpoint and run rows by its key itself
     # (`Worker.key`): these only retry.
     def commit_batch(self, b: BatchWrite, before_commit=None):
         return self.retry(f"commit of batch {b.seq}",
@@ -141,18 +138,18 @@ class AssignedStore:
 
     def latest_checkpoint(self, pipeline: str):
         return self.retry("checkpoint read",
-                          lambda: self._store.latest_checkpoint(self._k(pipeline)))
+                          lambda: self._store.latest_checkpoint(pipeline))
 
     def checkpoint_chain(self, pipeline: str):
         return self.retry("checkpoint read",
-                          lambda: self._store.checkpoint_chain(self._k(pipeline)))
+                          lambda: self._store.checkpoint_chain(pipeline))
 
     def journal_after(self, pipeline: str, seq: int):
         return self.retry("journal read",
-                          lambda: self._store.journal_after(self._k(pipeline), seq))
+                          lambda: self._store.journal_after(pipeline, seq))
 
     def start_run(self, pipeline: str, settings: dict) -> int:
-        return self.retry("run start", lambda: self._store.start_run(self._k(pipeline), settings))
+        return self.retry("run start", lambda: self._store.start_run(pipeline, settings))
 
     def finish_run(self, run_id: int, result: dict) -> None:
         self.retry("run finish", lambda: self._store.finish_run(run_id, result))
@@ -193,7 +190,7 @@ class FollowWorker(Worker):
         base = store or Store(settings.store_url, schema="upgrade")
         key = settings.assignment.store_key(spec.name)
         self.lease: Lease | None = None
-        assigned: Any = AssignedStore(base, spec.name, key, follow.outage_limit_s,
+        assigned: Any = AssignedStore(base, key, follow.outage_limit_s,
                                       self._store_recovered)
         super().__init__(spec, settings, assigned)
         self.status = status
@@ -251,11 +248,11 @@ class FollowWorker(Worker):
     def _run_loop(self, t0: float) -> RunResult:
         # A journaled batch whose lines were rewritten is refused before anything is written
         # (no run row, no prepared state), as in a bounded run.
-        journal = list(self.store.journal_after(self.spec.name, self.seq))
+        journal = list(self.store.journal_after(self.key, self.seq))
         verify_journal(journal, self.source, self.positions)
         if self.spec.prepare is not None:
             self.spec.prepare(self.op, self.store)
-        run_id = self.store.start_run(self.spec.name, {**self.settings.describe(),
+        run_id = self.store.start_run(self.key, {**self.settings.describe(),
                                                        **self.follow.describe()})
         self.source_head_us = self._source_head()
         self.replaying = True
