@@ -66,3 +66,46 @@ def test_a_store_kept_by_one_worker_refuses_two(tmp_path):
               check=False)
     assert res.returncode == 6 and "join" in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_a_run_is_refused_while_a_live_process_holds_its_key(store_url, tmp_path):
+    """A bounded run takes its key's lease as a following worker does: while another live
+    process holds `join@0/2` (or `join`), a run under that key exits 6 naming the key and
+    writes nothing; the other worker's key is free meanwhile, and a run releases its lease
+    when it ends."""
+    from sqlalchemy import text
+
+    from streaming.store.lease import Lease
+    rec, keyed = str(tmp_path / "rec"), str(tmp_path / "keyed")
+    within_lateness("join", rec)
+    rekeyed_recording(rec, keyed, "join", 4)
+    store = Store(store_url)
+    try:
+        for key, worker in (("join@0/2", ["--worker", "0/2"]), ("join", [])):
+            held = Lease(store.engine, key).acquire()
+            try:
+                res = cli("join", "run", "--source", keyed, "--store", store_url, *RUN,
+                          *worker, check=False)
+                assert res.returncode == 6, res.stdout + res.stderr
+                assert f"assignment {key} is held by a live worker" in res.stderr
+                assert "Traceback" not in res.stderr
+                assert list(store.journal_after(key, 0)) == []
+                assert store.rows(text("SELECT id FROM runs WHERE pipeline = :k")
+                                  .bindparams(k=key)) == []
+            finally:
+                held.release()
+        held = Lease(store.engine, "join@0/2").acquire()
+        try:  # another worker's key is not held by it
+            cli("join", "run", "--source", keyed, "--store", store_url, *RUN, "--worker", "1/2")
+        finally:
+            held.release()
+        cli("join", "run", "--source", keyed, "--store", store_url, *RUN, "--worker", "0/2")
+        assert list(store.journal_after("join@0/2", 0))
+        # Released when the run ended: the key can be taken again, and the row says so.
+        Lease(store.engine, "join@0/2").acquire().release()
+        rows = store.rows(text("SELECT lease_key, released_at FROM worker_leases "
+                               "ORDER BY lease_key"))
+        assert [r["lease_key"] for r in rows] == ["join", "join@0/2", "join@1/2"]
+        assert all(r["released_at"] is not None for r in rows)
+    finally:
+        store.dispose()

@@ -102,3 +102,34 @@ def test_assignments_parse_own_and_refuse_a_changed_count():
         check_assignment_history(["join@0/2", "ledger"], "join", a)
     with pytest.raises(AssignmentError):
         check_assignment_history(["join"], "join", a)
+
+
+def test_a_store_named_by_a_uri_filename_is_leased_as_its_file(tmp_path):
+    from streaming.store.lease import sqlite_file
+    path = tmp_path / "ops.sqlite"
+    assert sqlite_file(str(path)) == str(path)
+    assert sqlite_file(f"file:{path}") == str(path)
+    assert sqlite_file(f"file://{path}") == str(path)
+    assert sqlite_file("file:/tmp/a%20b.sqlite") == "/tmp/a b.sqlite"
+    plain, uri = Store(f"sqlite:///{path}"), Store(f"sqlite:///file:{path}?uri=true")
+    try:
+        held = Lease(plain.engine, "join").acquire()
+        with pytest.raises(LeaseHeld):  # the same lock file, however the store is named
+            Lease(uri.engine, "join").acquire()
+        held.release()
+        Lease(uri.engine, "join").acquire().release()
+    finally:
+        plain.dispose()
+        uri.dispose()
+
+
+def test_a_lease_whose_lock_file_cannot_be_made_is_refused_in_one_line(tmp_path):
+    from sqlalchemy import create_engine
+
+    from streaming.store.lease import LeaseUnavailable
+    (tmp_path / "not-a-dir").write_text("")
+    engine = create_engine(f"sqlite:///{tmp_path}/not-a-dir/ops.sqlite")
+    with pytest.raises(LeaseUnavailable, match="cannot take the lease on join: its lock file "
+                                               ".*ops.sqlite.lease-join can be neither created"):
+        Lease(engine, "join").acquire()
+    assert LeaseUnavailable.exit_code == 7

@@ -57,7 +57,7 @@ def run_follow(spec, settings, follow, quiet: bool = False):
     from ..assignment import AssignmentError
     from ..host.follow import BrokerUnavailable, FollowWorker, StoreUnavailable, status_line
     from ..sources.filelog import SourceError
-    from ..store.lease import LeaseHeld
+    from ..store.lease import LeaseHeld, LeaseUnavailable
     from ..host.checkpoints import CheckpointMismatch, SourceMismatch
     # The store's outages are retried, counted and, past the limit, reported in one line:
     # the driver's own warnings about the broken connection would only repeat them.
@@ -83,8 +83,8 @@ def run_follow(spec, settings, follow, quiet: bool = False):
             with live:
                 return worker.run()
         return worker.run()
-    except (CheckpointMismatch, SourceMismatch, AssignmentError, LeaseHeld, StoreUnavailable,
-            BrokerUnavailable) as exc:
+    except (CheckpointMismatch, SourceMismatch, AssignmentError, LeaseHeld, LeaseUnavailable,
+            StoreUnavailable, BrokerUnavailable) as exc:
         fail(str(exc), exc.exit_code)
     except SourceError as exc:
         fail(str(exc), SOURCE_UNAVAILABLE_EXIT)

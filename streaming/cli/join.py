@@ -12,6 +12,7 @@ from ..host.settings import RunSettings
 from ..pipelines.join import SPEC
 from ..sources.filelog import SourceError
 from ..redaction import redact_text
+from ..store.lease import LeaseHeld, LeaseUnavailable
 from ..store.errors import STORE_FAILURE_EXIT, describe_store_error, is_store_error
 from ..store.ops import loads
 from .common import (SOURCE_UNAVAILABLE_EXIT, emit_rows, fail, format_option,
@@ -35,7 +36,8 @@ def run_pipeline(spec, settings: RunSettings, quiet: bool = False):
     try:
         with progress_bar(f"{spec.name} run", enabled=None if not quiet else False) as cb:
             return Worker(spec, settings, progress=cb).run()
-    except (CheckpointMismatch, SourceMismatch, AssignmentError) as exc:
+    except (CheckpointMismatch, SourceMismatch, AssignmentError, LeaseHeld,
+            LeaseUnavailable) as exc:
         fail(str(exc), exc.exit_code)
     except SourceError as exc:  # the source cannot be opened: missing, unreachable, malformed
         fail(redact_text(str(exc)), SOURCE_UNAVAILABLE_EXIT)

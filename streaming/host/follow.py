@@ -189,7 +189,6 @@ class FollowWorker(Worker):
         self.follow = follow
         base = store or Store(settings.store_url, schema="upgrade")
         key = settings.assignment.store_key(spec.name)
-        self.lease: Lease | None = None
         assigned: Any = AssignedStore(base, key, follow.outage_limit_s,
                                       self._store_recovered)
         super().__init__(spec, settings, assigned)
@@ -202,6 +201,11 @@ class FollowWorker(Worker):
         self.closed_by = {"size": 0, "delay": 0, "stop": 0}
 
     # -- lease -------------------------------------------------------------------------------
+    def _take_lease(self) -> Lease:
+        # Through an outage at start-up as every store call of a following worker.
+        store: AssignedStore = self.store
+        return store.retry("lease", super()._take_lease)
+
     def _store_recovered(self) -> None:
         if self.lease is not None and not self.lease.alive():
             self.lease.reacquire()
@@ -224,12 +228,10 @@ class FollowWorker(Worker):
                                 hold_trailing=not self.settings.end_of_stream)
 
     def run(self) -> RunResult:
-        store: AssignedStore = self.store
         # From here on a stop request is honoured at the next batch boundary.
         previous = {sig: signal.signal(sig, self._on_signal)
                     for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
-            self.lease = store.retry("lease", lambda: Lease(store.engine, store.key).acquire())
             return super().run()
         finally:
             for sig, handler in previous.items():
@@ -237,8 +239,6 @@ class FollowWorker(Worker):
             source = getattr(self, "source", None)
             if source is not None:
                 source.close()
-            if self.lease is not None:
-                self.lease.release()
 
     def _on_signal(self, signum, _frame) -> None:
         self.stop_requested = True

@@ -20,6 +20,7 @@ from ..operators.base import Emit, safe_text
 from ..sources import open_source
 from ..sources.filelog import RawRecord
 from ..sources.records import own_arrival
+from ..store.lease import Lease
 from ..store.ops import BatchWrite, SinkResult, Store, dumps, now_iso, shared_store
 from ..store.writer_process import WriterProcess, pack
 from ..timeutil import NEG_INF, event_date
@@ -130,6 +131,7 @@ class Worker:
         # delta is always applied to a state the same code wrote (a restored checkpoint may
         # come from a release whose operator state had another layout).
         self._chain: CheckpointChain | None = None
+        self.lease: Lease | None = None  # held for the length of run()
 
     @property
     def restored_from(self) -> int | None:
@@ -180,24 +182,37 @@ class Worker:
         self.result.restored_from = ck["id"]
 
     # ------------------------------------------------------------------ the loop
+    def _take_lease(self) -> Lease:
+        """The lease on this worker's key (streaming/store/lease.py), refused (`LeaseHeld`,
+        exit 6) while another live process holds it."""
+        return Lease(self.store.engine, self.key).acquire()
+
     def run(self) -> RunResult:
         t0 = time.perf_counter()
-        # Refuse before reading or writing anything: a worker count other than the one the
-        # store's journal was kept under, or a state format that is not ours.
-        check_assignment_history(self.store.journal_keys(), self.spec.name,
-                                 self.settings.assignment)
-        ck = read_checkpoint(self.store, self.key, self.op.state_schema)
-        self.source = self._open_source()
-        self._restore(self.source, ck)
-        # The recording and restored state live for the whole run: out of the cyclic
-        # collector's sight, and young objects collected less often (streaming/collector.py).
-        # Measured: about a third of operator time on 100,000 events went to collections
-        # before the first of these.
-        with run_collector():
-            try:
-                return self._run_loop(t0)
-            finally:
-                self._close_writer()
+        # One live process per worker key, for a bounded run as for a following one: two runs
+        # of one key at once would interleave their journal sequence numbers and checkpoints.
+        # Taken before anything is read; the kernel (SQLite) or the server (PostgreSQL)
+        # releases it when the process dies.
+        self.lease = self._take_lease()
+        try:
+            # Refuse before reading or writing anything: a worker count other than the one
+            # the store's journal was kept under, or a state format that is not ours.
+            check_assignment_history(self.store.journal_keys(), self.spec.name,
+                                     self.settings.assignment)
+            ck = read_checkpoint(self.store, self.key, self.op.state_schema)
+            self.source = self._open_source()
+            self._restore(self.source, ck)
+            # The recording and restored state live for the whole run: out of the cyclic
+            # collector's sight, and young objects collected less often
+            # (streaming/collector.py). Measured: about a third of operator time on 100,000
+            # events went to collections before the first of these.
+            with run_collector():
+                try:
+                    return self._run_loop(t0)
+                finally:
+                    self._close_writer()
+        finally:
+            self.lease.release()
 
     def _run_loop(self, t0: float) -> RunResult:
         journal = list(self.store.journal_after(self.key, self.seq))

@@ -16,6 +16,7 @@ from typing import Any
 import os
 import socket
 import zlib
+from urllib.parse import unquote
 
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
@@ -34,6 +35,23 @@ def lease_lock_id(key: str) -> int:
 
 class LeaseHeld(RuntimeError):
     exit_code = 6
+
+
+class LeaseUnavailable(RuntimeError):
+    """The lease's lock file beside a SQLite database can be neither created nor opened (a
+    directory the process may not write to): the store cannot be used (exit 7)."""
+    exit_code = 7
+
+
+def sqlite_file(database: str) -> str:
+    """The file of a SQLite database named plainly or as a URI filename (`file:PATH`,
+    `file:///PATH`; SQLAlchemy keeps the URI's query apart from `database`)."""
+    if not database.startswith("file:"):
+        return database
+    path = database[len("file:"):].split("?", 1)[0]
+    if path.startswith("//"):  # file://[host]/path: only a local, empty host is allowed
+        path = path[2:]
+    return unquote(path)
 
 
 class Lease:
@@ -69,12 +87,21 @@ class Lease:
     def _flock(self) -> None:
         import fcntl
         url = self.engine.url
-        db = url.database or ""
-        if not db or db == ":memory:":
+        db = sqlite_file(url.database or "")
+        if not db or db == ":memory:" or url.query.get("mode") == "memory":
             return  # a private in-memory store cannot be shared
         safe = self.key.replace("/", "-").replace("@", "_")
         path = f"{os.path.abspath(db)}.lease-{safe}"
-        fh = open(path, "a+")
+        try:
+            fh = open(path, "a+")
+        except OSError:
+            try:  # a read-only directory where an earlier run left the file: lock it as is
+                fh = open(path)
+            except OSError as exc:
+                raise LeaseUnavailable(
+                    f"cannot take the lease on {self.key}: its lock file {path} can be "
+                    f"neither created nor opened ({exc.strerror}); make the store's "
+                    f"directory writable") from None
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
