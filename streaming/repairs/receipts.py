@@ -35,7 +35,7 @@ class RepairRefused(RuntimeError):
     exit_code = 6
 
 
-def _require_quiescent(store: Store) -> dict | None:
+def _require_quiescent(store: Store) -> None:
     # Fail closed: nothing to judge, or open gate blockers (a sink exception, an accounting
     # gap) of the scorer, and no repair publishes anything.
     hold = hold_reason(store, PIPELINE)
@@ -46,7 +46,6 @@ def _require_quiescent(store: Store) -> dict | None:
             f"the receipt scorer ({w.key}) committed batches up to {w.last_journal_seq} but its "
             f"latest checkpoint covers {w.covered}: it stopped without finishing (crash?). Run "
             f"`riskstream receipts run` to restore and replay first; nothing was written.")
-    return store.latest_checkpoint(PIPELINE)
 
 
 def _pinned_model(store: Store, model_dir: str | None) -> tuple[int, Model]:
