@@ -18,16 +18,16 @@ def _pragma(url: str, name: str, batch_writer: bool = False) -> object:
         store.dispose()
 
 
-def test_a_new_store_gets_16_kib_pages_and_the_other_defaults(tmp_path, monkeypatch):
+def test_a_new_store_gets_4_kib_pages_and_the_other_defaults(tmp_path, monkeypatch):
     for var in ("RISKSTREAM_SQLITE_CACHE_KIB", "RISKSTREAM_SQLITE_WAL_PAGES",
                 "RISKSTREAM_SQLITE_PAGE_BYTES", "RISKSTREAM_SQLITE_WRITER_CACHE_KIB"):
         monkeypatch.delenv(var, raising=False)
-    assert SqliteSettings.from_env() == SqliteSettings(8192, 65536, 16384, 32768)
+    assert SqliteSettings.from_env() == SqliteSettings(8192, 262144, 4096, 32768)
     url = f"sqlite:///{tmp_path}/new.sqlite"
-    assert _pragma(url, "page_size") == 16384
+    assert _pragma(url, "page_size") == 4096
     assert _pragma(url, "journal_mode") == "wal"
     assert _pragma(url, "cache_size") == -8192
-    assert _pragma(url, "wal_autocheckpoint") == 65536
+    assert _pragma(url, "wal_autocheckpoint") == 262144
     # The writer process's connection alone takes the larger cache.
     assert _pragma(url, "cache_size", batch_writer=True) == -32768
 
@@ -46,12 +46,13 @@ def test_settings_are_read_when_the_store_is_opened(tmp_path, monkeypatch):
 
 def test_an_existing_store_keeps_its_page_size(tmp_path):
     path = tmp_path / "old.sqlite"
-    raw = sqlite3.connect(path)  # a store made with SQLite's default 4 KiB pages
+    raw = sqlite3.connect(path)  # a store made with 16 KiB pages, as earlier releases made
+    raw.execute("PRAGMA page_size=16384")
     raw.execute("PRAGMA journal_mode=WAL")
     raw.execute("CREATE TABLE made_before (x)")
     raw.close()
     url = f"sqlite:///{path}"
-    assert _pragma(url, "page_size") == 4096
+    assert _pragma(url, "page_size") == 16384
     store = Store(url, schema="upgrade")  # and it still becomes a working store
     try:
         assert store.facts("join") == []

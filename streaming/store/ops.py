@@ -38,14 +38,20 @@ class SqliteSettings:
     # alike made neither faster (53.4 vs 53.6 s, commits 42.6 vs 43.1 s; the OS keeps the
     # file's pages) but grew each process by the difference as the store outgrew it.
     cache_kib: int = 8192
-    # WAL pages between automatic checkpoints (RISKSTREAM_SQLITE_WAL_PAGES): 65,536 (1 GiB of
-    # 16 KiB pages). A checkpoint copies each page of the WAL into the database once, however
+    # WAL pages between automatic checkpoints (RISKSTREAM_SQLITE_WAL_PAGES): 262,144 (1 GiB of
+    # 4 KiB pages). A checkpoint copies each page of the WAL into the database once, however
     # many batches rewrote it; a grown store's batch rewrites thousands of random index pages
     # (view key, fact key), mostly the same ones batch after batch, so a longer WAL copies them
-    # fewer times: 13% fewer bytes written than 16,384 pages over a 1,000,000-event join run.
-    # The WAL file keeps its largest size on disk between checkpoints.
-    wal_pages: int = 65536
-    page_bytes: int = 16384  # page size of a new store (RISKSTREAM_SQLITE_PAGE_BYTES)
+    # fewer times: 13% fewer bytes written than a quarter of it over a 1,000,000-event join
+    # run. The WAL file keeps its largest size on disk between checkpoints.
+    wal_pages: int = 262144
+    # Page size of a new store (RISKSTREAM_SQLITE_PAGE_BYTES): SQLite's own 4 KiB. A batch of
+    # a grown store touches thousands of random index pages, each written whole to the WAL
+    # and copied whole into the database: at 1,000,000 events 4 KiB pages spent 4-20% less
+    # time committing than 16 KiB for the join and 12-36% for the receipt scorer (pairs of
+    # runs), and wrote a third fewer bytes; at 200,000 events, where the trees still fit the
+    # cache, the two were alike (docs/performance.md, twenty-second round).
+    page_bytes: int = 4096
     # Page cache of the writer process's connection (RISKSTREAM_SQLITE_WRITER_CACHE_KIB), the
     # one connection that commits every batch of an overlapped run. 32 MiB: replaying the
     # 200 batches of a 1,000,000-event join run, it read 49% fewer bytes and spent 11% less
@@ -108,9 +114,7 @@ def make_engine(url: str, batch_writer: bool = False) -> Engine:
             dbapi_conn.isolation_level = None
             cur = dbapi_conn.cursor()
             # Before WAL mode, which fixes it: the page size of a store being created (a no-op
-            # on an existing file). 16 KiB pages against SQLite's 4 KiB: fewer B-tree levels
-            # and page splits per batch of wide fact rows; measured -11% commit CPU and a 15%
-            # smaller store (docs/performance.md, sixth round).
+            # on an existing file; `SqliteSettings.page_bytes` says why 4 KiB).
             cur.execute(f"PRAGMA page_size={lite.page_bytes}")
             cur.execute("PRAGMA busy_timeout=30000")
             _enable_wal(cur)
