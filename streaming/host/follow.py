@@ -83,14 +83,12 @@ class StoreOutages:
 
 class AssignedStore:
     """The store as a follow worker sees it: every call that can meet a store outage retried
-    with bounded backoff, and `key`, the worker's key, which its lease is taken on (the worker
-    names its journal, checkpoint, metrics and run rows by it itself: `Worker.key`).
-    Everything else is the underlying store."""
+    with bounded backoff (the worker names its journal, checkpoint, metrics, run and lease rows
+    by its key itself: `Worker.key`). Everything else is the underlying store."""
 
-    def __init__(self, store: Store, key: str, outage_limit_s: float,
+    def __init__(self, store: Store, outage_limit_s: float,
                  on_recovered: Callable[[], None] | None = None):
         self._store = store
-        self.key = key
         self.outage_limit_s = outage_limit_s
         self.outages = StoreOutages()
         self.on_recovered = on_recovered
@@ -188,9 +186,7 @@ class FollowWorker(Worker):
         settings = dataclasses.replace(settings, overlap_commits=False)
         self.follow = follow
         base = store or Store(settings.store_url, schema="upgrade")
-        key = settings.assignment.store_key(spec.name)
-        assigned: Any = AssignedStore(base, key, follow.outage_limit_s,
-                                      self._store_recovered)
+        assigned: Any = AssignedStore(base, follow.outage_limit_s, self._store_recovered)
         super().__init__(spec, settings, assigned)
         self.status = status
         self.stop_requested = False
