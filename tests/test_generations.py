@@ -122,7 +122,9 @@ def test_old_correction_generation_publishes(live):
     assert (outcome["status"], payload["match_count"], payload["payment_rev"]) == (
         "corrected_final", len(after), old["revision"])
     fact = [f for f in store.facts("join", "outcome") if f["fact_key"] == outcome["fact_key"]][0]
-    assert fact["predecessor_key"].startswith(f"outcome|{old['payment_id']}|1|")
+    # The predecessor is revision 1's live outcome, keyed by that revision's payment time.
+    assert fact["predecessor_key"].startswith(
+        f"outcome|{parse_utc_us(old['old_event_time'])}|{old['payment_id']}|1|")
     assert fact["generation_id"] == cand.generation_id
     # Nothing is left pending, so a second look finds no entry set.
     assert R.entry_sets(store) == []

@@ -40,7 +40,7 @@ def reference_pair(rule: str, p: Entry, s: Entry) -> Fact:
 
 
 def reference_outcome(rule: str, p: Entry, status: str, seq: int, n: int) -> Fact:
-    return Fact.make(f"outcome|{escape(p.id)}|{p.rev}|{seq}", "outcome", p.id, status,
+    return Fact.make(f"outcome|{p.t}|{escape(p.id)}|{p.rev}|{seq}", "outcome", p.id, status,
                      outcome_payload(p.id, p.rev, p.key, p.iso, p.payload.get("amount_cents"),
                                      status, n, rule))
 

@@ -65,6 +65,15 @@ def pair_fact_key(payment_us: int, pid: str, action: str) -> str:
     return f"pair|{payment_us}|{pid}|{action}"
 
 
+def outcome_key_head(payment_us: int, payment_eid: str, payment_rev: int) -> str:
+    """The fact key of a payment revision's outcomes less their sequence number, which follows
+    it: `outcome|<payment time, µs>|<escaped payment id>|<revision>|<n>`. Leading with the
+    payment's event time, as the pair keys do, keeps the unique index's inserts near its right
+    edge instead of at a random page per outcome (store revision 0005 rewrote the keys written
+    before, `outcome|<payment>|<revision>|<n>`; docs/performance.md, twenty-third round)."""
+    return f"outcome|{payment_us}|{payment_eid}|{payment_rev}|"
+
+
 def pair_logical_key(payment_id: str, signal_id: str, rule_version: str) -> str:
     return compose(payment_id, signal_id, rule_version)
 
@@ -117,7 +126,7 @@ class PaymentParts:
         self.fact_key_head = fact_key_head  # `pair|<payment time>|`
         self.outcome_head = outcome_head  # `{"amount_cents":..,"match_count":` (count follows)
         self.outcome_mid = outcome_mid  # `,"merchant_id":..,...,"rule_version":..,"status":`
-        self.outcome_key_head = outcome_key_head  # `outcome|payment|rev|`
+        self.outcome_key_head = outcome_key_head  # `outcome_key_head(...)`
 
 
 class SignalParts:
@@ -144,7 +153,7 @@ def payment_parts(rule_json: str, rule_eid: str, payment_eid: str, payment_id: s
         f"{rule_eid}|{payment_eid}|{payment_rev}|",
         f"pair|{payment_us}|",
         f'{amount},"match_count":', f',{merchant},{body},"status":',
-        f"outcome|{payment_eid}|{payment_rev}|")
+        outcome_key_head(payment_us, payment_eid, payment_rev))
 
 
 def signal_parts(signal_eid: str, signal_id: str, signal_rev: int, signal_time: str,
