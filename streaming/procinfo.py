@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 def vm_hwm_mib(pid: int | str) -> float | None:
     """The peak resident memory (MiB) of process `pid` ("self": this one): Linux's VmHWM, the
@@ -12,5 +14,33 @@ def vm_hwm_mib(pid: int | str) -> float | None:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) / 1024
     except OSError:
+        pass
+    return None
+
+
+def cpu_seconds(pid: int | str) -> float | None:
+    """The CPU seconds (user + system) process `pid` has used so far, from /proc/PID/stat;
+    None where /proc does not say."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+        # The command name (field 2) is in parentheses and may hold spaces: count from after
+        # its closing one. utime and stime are fields 14 and 15, in clock ticks.
+        fields = stat[stat.rindex(")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def written_mib(pid: int | str) -> float | None:
+    """What process `pid` has caused to be written to storage so far (MiB): /proc/PID/io's
+    `write_bytes`, which counts a file's pages as the process dirties them, whether the kernel
+    has flushed them yet or not. None where /proc does not say."""
+    try:
+        with open(f"/proc/{pid}/io") as fh:
+            for line in fh:
+                if line.startswith("write_bytes:"):
+                    return int(line.split()[1]) / (1 << 20)
+    except (OSError, ValueError):
         pass
     return None

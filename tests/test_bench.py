@@ -68,6 +68,13 @@ def test_bench_every_scenario_agrees_with_its_reference(tmp_path):
                  "receipts-sqlite-2-workers"):
         shares = results[name]["worker_records"]
         assert len(shares) == 2 and all(0 < k < EVENTS for k in shares), (name, shares)
+        # Serial commits in each worker: no writer process to measure.
+        assert results[name]["writer_cpu_s"] is None, name
+    # A single worker's commits run in its writer process, whose CPU seconds and writes to
+    # the store's file the result reports apart from the worker's.
+    for name in ("join-sqlite", "ledger-sqlite", "receipts-sqlite"):
+        assert results[name]["writer_cpu_s"] > 0, name
+        assert results[name]["writer_written_mib"] > 0, name
 
 
 @pytest.mark.postgres

@@ -195,6 +195,10 @@ def test_crash_points_checkpoints_and_acks_keep_the_serial_order(seed_dir, fresh
     assert _gone(res.writer_pid)
     assert first.writer_peak_rss_mib is None
     assert res.writer_peak_rss_mib is not None and res.writer_peak_rss_mib > 10
+    # What its commits cost it, read from /proc before it ended: the serial run had none.
+    assert first.writer_cpu_s is None and first.writer_written_mib is None
+    assert res.writer_cpu_s is not None and res.writer_cpu_s > 0
+    assert res.writer_written_mib is not None
 
 
 def _fail_journal_insert(url: str, seq: int, message: str) -> None:

@@ -28,6 +28,7 @@ outputs from the raw log (decoding included)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import json
@@ -158,7 +159,10 @@ def _run_worker(spec, settings, url: str) -> tuple[Any, float, dict, float, dict
     commits = {"overlap_commits": settings.overlap_commits, "worker_cpu_s": cpu,
                "sink_commit_s": res.sink_commit_s, "overlapped_batches": res.overlapped_batches,
                "overlapped_checkpoints": res.overlapped_checkpoints, "batches": res.batches,
-               "writer_peak_rss_mib": res.writer_peak_rss_mib}
+               "writer_peak_rss_mib": res.writer_peak_rss_mib,
+               # What the commits cost the writer process: its CPU seconds and the MiB it
+               # wrote to storage (WAL frames and the checkpoints' copies on SQLite).
+               "writer_cpu_s": res.writer_cpu_s, "writer_written_mib": res.writer_written_mib}
     return res, wall, stages, rss, commits
 
 
@@ -223,10 +227,18 @@ def _run_family(family: str, src: str, url: str, workers: int) -> tuple[dict, fl
                "writer_peak_rss_mib": max((r["writer_peak_rss_mib"] for r in runs
                                            if r["writer_peak_rss_mib"] is not None),
                                           default=None),
+               **{k: _sum_known(r[k] for r in runs)
+                  for k in ("writer_cpu_s", "writer_written_mib")},
                "worker_seconds": [round(r["end"] - r["start"], 3) for r in runs],
                "worker_records": [r["records"] for r in runs]}
     wall = max(r["end"] for r in runs) - min(r["start"] for r in runs)
     return counts, wall, summed, max(r["peak_rss_mib"] for r in runs), commits
+
+
+def _sum_known(values: Iterable[float | None]) -> float | None:
+    """The sum of the values that are known; None when none is (no writer process)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 def worker_child(family: str, src: str, url: str, assignment: str) -> dict:

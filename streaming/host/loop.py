@@ -68,6 +68,8 @@ class RunResult:
     overlapped_checkpoints: int = 0
     writer_pid: int | None = None
     writer_peak_rss_mib: float | None = None  # the writer process's peak memory (Linux)
+    writer_cpu_s: float | None = None  # the writer process's CPU seconds (Linux)
+    writer_written_mib: float | None = None  # what the writer process wrote to storage (Linux)
 
 
 @dataclass
@@ -460,6 +462,8 @@ class Worker:
                             self.spec.name, inflight.bw.seq, exc)
         writer.close()
         self.result.writer_peak_rss_mib = writer.peak_rss_mib
+        self.result.writer_cpu_s = writer.cpu_s
+        self.result.writer_written_mib = writer.written_mib
 
     def _committed(self, timed: tuple[SinkResult, float], bw: BatchWrite, n: int,
                    end_of_stream: bool, ranges: dict, checkpoint: bool, t_sink: float,

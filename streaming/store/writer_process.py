@@ -46,7 +46,7 @@ from typing import BinaryIO
 
 from ..collector import run_collector
 from ..host.checkpoints import CheckpointDump, checkpoint_row, checkpoint_summary
-from ..procinfo import vm_hwm_mib
+from ..procinfo import cpu_seconds, vm_hwm_mib, written_mib
 from .errors import StoreErrorElsewhere, describe_store_error, is_store_error
 from .ops import BatchRows, SinkResult, Store
 
@@ -278,6 +278,10 @@ class WriterProcess:
         self._conn.send_bytes(pickle.dumps(store_url, protocol=pickle.HIGHEST_PROTOCOL))
         self._pending: int | None = None  # the batch in flight, by journal number
         self.peak_rss_mib: float | None = None  # the process's peak memory, read at close
+        # And its CPU seconds and what it wrote to storage (MiB), read at close: the work the
+        # commits cost, apart from the worker's.
+        self.cpu_s: float | None = None
+        self.written_mib: float | None = None
 
     @property
     def pid(self) -> int | None:
@@ -380,7 +384,10 @@ class WriterProcess:
     def close(self) -> None:
         """End the process. Callers settle the batch in flight first (`result`); closing with
         one still in flight leaves it to its transaction, which commits whole or not at all."""
-        self.peak_rss_mib = vm_hwm_mib(self._proc.pid)
+        pid = self._proc.pid
+        self.peak_rss_mib = vm_hwm_mib(pid)
+        self.cpu_s = cpu_seconds(pid)
+        self.written_mib = written_mib(pid)
         try:
             self._conn.send_bytes(b"")
         except OSError:
