@@ -5,17 +5,25 @@ from __future__ import annotations
 import os
 
 
+def _proc_field(pid: int | str, file: str, name: str) -> int | None:
+    """The number after `name:` in /proc/PID/`file` (a file of `name: value` lines); None
+    where /proc does not say."""
+    prefix = name + ":"
+    try:
+        with open(f"/proc/{pid}/{file}") as fh:
+            for line in fh:
+                if line.startswith(prefix):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def vm_hwm_mib(pid: int | str) -> float | None:
     """The peak resident memory (MiB) of process `pid` ("self": this one): Linux's VmHWM, the
     high-water mark of the program's own address space. None where /proc does not say."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
+    kib = _proc_field(pid, "status", "VmHWM")
+    return None if kib is None else kib / 1024
 
 
 def cpu_seconds(pid: int | str) -> float | None:
@@ -36,11 +44,5 @@ def written_mib(pid: int | str) -> float | None:
     """What process `pid` has caused to be written to storage so far (MiB): /proc/PID/io's
     `write_bytes`, which counts a file's pages as the process dirties them, whether the kernel
     has flushed them yet or not. None where /proc does not say."""
-    try:
-        with open(f"/proc/{pid}/io") as fh:
-            for line in fh:
-                if line.startswith("write_bytes:"):
-                    return int(line.split()[1]) / (1 << 20)
-    except (OSError, ValueError):
-        pass
-    return None
+    written = _proc_field(pid, "io", "write_bytes")
+    return None if written is None else written / (1 << 20)

@@ -44,6 +44,7 @@ _CHUNK = 10_000
 _NAMED = 5  # how many facts an error names
 _PIPELINE = "join"
 _KIND = "outcome"
+_PREFIX = "outcome|%"  # LIKE pattern of the keys either shape of an outcome key matches
 
 
 def old_to_new(key: str, payload: str) -> str | None:
@@ -70,21 +71,21 @@ def new_to_old(key: str, payload: str) -> str | None:
     return compose(_KIND, *parts[2:])
 
 
-def _rekey(rename: Callable[[str, str], str | None], prefix: str) -> None:
+def _rekey(rename: Callable[[str, str], str | None]) -> None:
     bind = op.get_bind()
     # Predecessor keys first, while the facts they name still have the keys they hold.
     preds = bind.execute(sa.text(
         "SELECT c.id, p.fact_key, p.payload FROM facts c JOIN facts p "
         "ON p.pipeline = c.pipeline AND p.fact_key = c.predecessor_key "
         "WHERE c.pipeline = :p AND c.predecessor_key LIKE :prefix"),
-        {"p": _PIPELINE, "prefix": prefix}).all()
+        {"p": _PIPELINE, "prefix": _PREFIX}).all()
     # Sink exceptions name a fact by key too (the existing fact a rejected write collided
     # with).
     excs = bind.execute(sa.text(
         "SELECT x.id, f.fact_key, f.payload FROM sink_exceptions x JOIN facts f "
         "ON f.pipeline = x.pipeline AND f.fact_key = x.fact_key "
         "WHERE x.pipeline = :p AND x.fact_key LIKE :prefix"),
-        {"p": _PIPELINE, "prefix": prefix}).all()
+        {"p": _PIPELINE, "prefix": _PREFIX}).all()
     bad: list[str] = []
 
     def renamed(rows: Sequence[sa.Row]) -> list[dict]:
@@ -105,7 +106,7 @@ def _rekey(rename: Callable[[str, str], str | None], prefix: str) -> None:
         rows = bind.execute(sa.text(
             "SELECT id, fact_key, payload FROM facts WHERE pipeline = :p AND kind = :k "
             "AND fact_key LIKE :prefix AND id > :last ORDER BY id LIMIT :n"),
-            {"p": _PIPELINE, "k": _KIND, "prefix": prefix, "last": last, "n": _CHUNK}).all()
+            {"p": _PIPELINE, "k": _KIND, "prefix": _PREFIX, "last": last, "n": _CHUNK}).all()
         if not rows:
             break
         last = rows[-1][0]
@@ -134,8 +135,8 @@ def _rekey(rename: Callable[[str, str], str | None], prefix: str) -> None:
 
 
 def upgrade() -> None:
-    _rekey(old_to_new, "outcome|%")
+    _rekey(old_to_new)
 
 
 def downgrade() -> None:
-    _rekey(new_to_old, "outcome|%")
+    _rekey(new_to_old)
