@@ -77,7 +77,43 @@ ID_T = 2  # identity row (operators.identity): [revision, payload_hash, occurred
 def first_at_or_after(times: list[int], t: int, lo: int) -> int:
     """`bisect_left(times, t, lo)` on C integers: compiled, a call of the bisect module boxes
     its arguments and compares int objects."""
-    hi = len(times)
+    return _first_at_or_after_in(times, t, lo, len(times))
+
+
+def first_at_or_after_near(times: list[int], t: int, lo: int, near: int) -> int:
+    """`first_at_or_after(times, t, lo)`, searched outwards from index `near` (any int: it is
+    clamped to [lo, len(times)]) in steps that double, then by halves between the last two.
+
+    A merchant's lookups land next to where the one before landed: its window's bounds move
+    forward a few entries per receipt scored, and eviction cuts a few entries off the front.
+    A search from the middle of the list instead reads about ten times, each an int object
+    written minutes of event time ago (a cache miss apiece). The answer does not depend on
+    `near`; only the number of reads does."""
+    n = len(times)
+    if near < lo:
+        near = lo
+    elif near > n:
+        near = n
+    step = 1
+    if near < n and times[near] < t:
+        below = near  # the answer lies past it
+        above = near + 1
+        while above < n and times[above] < t:
+            below = above
+            step += step
+            above = below + step
+        return _first_at_or_after_in(times, t, below + 1, above if above < n else n)
+    above = near  # the answer lies at or before it
+    below = near - 1
+    while below >= lo and times[below] >= t:
+        above = below
+        step += step
+        below = above - step
+    return _first_at_or_after_in(times, t, below + 1 if below >= lo else lo, above)
+
+
+def _first_at_or_after_in(times: list[int], t: int, lo: int, hi: int) -> int:
+    """`bisect_left(times, t, lo, hi)` on C integers."""
     while lo < hi:
         mid = (lo + hi) >> 1
         if times[mid] < t:
@@ -167,6 +203,10 @@ class ReceiptScorer:
         # Per merchant, a bound on the magnitude of the amounts it holds (the largest seen since
         # its entries were last all evicted): the cheap half of the overflow check (derived).
         self._max_abs: dict[str, int] = {}
+        # Per merchant, the indexes its last feature lookup found (the window's first entry
+        # and its end): the next lookup searches outwards from them (derived, not
+        # checkpointed; any value gives the same answer, see first_at_or_after_near).
+        self._window_near: dict[str, tuple[int, int]] = {}
         self.entries: dict[str, list[Any]] = {}  # receipt_id -> entry (also in by_merchant)
         self.held = Held()  # the entries' records and source bytes
         self.merchant_of: dict[str, str] = {}
@@ -278,8 +318,9 @@ class ReceiptScorer:
         if not times or times[-1] < t:  # in occurrence order, the common case: no search
             i = len(times)
         else:
-            # After every entry <= (t, id): equal times are rare, so they are walked.
-            i = first_at_or_after(times, t, dead)
+            # After every entry <= (t, id): equal times are rare, so they are walked. A receipt
+            # out of order is mostly a little out of order: searched from the end.
+            i = first_at_or_after_near(times, t, dead, len(times))
             while i < len(times) and times[i] == t and lst[i][ID] <= rid:
                 i += 1
         amounts = self._amounts.get(rec.key)
@@ -351,8 +392,15 @@ class ReceiptScorer:
         times = self._times.get(merchant)
         if not times:
             return 0, 0
-        lo = first_at_or_after(times, t - WINDOW_US, self._dead.get(merchant, 0))
-        hi = first_at_or_after(times, t, lo)
+        dead = self._dead.get(merchant, 0)
+        near = self._window_near.get(merchant)
+        if near is None:
+            lo = first_at_or_after(times, t - WINDOW_US, dead)
+            hi = first_at_or_after(times, t, lo)
+        else:
+            lo = first_at_or_after_near(times, t - WINDOW_US, dead, near[0])
+            hi = first_at_or_after_near(times, t, lo, near[1])
+        self._window_near[merchant] = (lo, hi)
         cum = self._cum[merchant]
         if len(cum) <= hi:
             cum = self._totals(merchant, hi)
@@ -420,7 +468,8 @@ class ReceiptScorer:
                 dead = deads.get(merchant, 0)
                 if not times or times[dead] != t:
                     continue  # stale: the merchant's first entry changed and has its own row
-                k = first_at_or_after(times, bound, dead)
+                # A watermark step evicts a few entries: searched from the first one kept.
+                k = first_at_or_after_near(times, bound, dead, dead)
                 lst = self.by_merchant[merchant]
                 for e in lst[dead:k]:
                     del entries[e[ID]], merchant_of[e[ID]]
@@ -430,6 +479,7 @@ class ReceiptScorer:
                     del self.by_merchant[merchant], self._times[merchant]
                     del self._amounts[merchant], self._cum[merchant], self._max_abs[merchant]
                     deads.pop(merchant, None)
+                    self._window_near.pop(merchant, None)
                     continue
                 if k >= COMPACT_AFTER or 2 * k >= len(lst):
                     del lst[:k], times[:k], self._amounts[merchant][:k]
@@ -439,6 +489,9 @@ class ReceiptScorer:
                     else:  # no valid total at the new first entry: start again from 0
                         cum[:] = [0]
                     deads.pop(merchant, None)
+                    near = self._window_near.get(merchant)
+                    if near is not None:  # the indexes it holds move with the cut
+                        self._window_near[merchant] = (near[0] - k, near[1] - k)
                     k = 0
                 else:
                     deads[merchant] = k
@@ -511,6 +564,7 @@ class ReceiptScorer:
         self._evict = TimeQueue((lst[0][T], merchant)
                                 for merchant, lst in self.by_merchant.items() if lst)
         self._dead = {}
+        self._window_near = {}
         self.held = Held()
         for merchant, lst in self.by_merchant.items():
             for e in lst:
