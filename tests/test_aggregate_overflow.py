@@ -78,7 +78,7 @@ def test_ledger_operator_routes_the_payment_that_would_overflow_its_window():
         out = Emit()
         d.op.on_record(r, out)
         outs.append(out)
-    assert [[disp for _, disp in o.dispositions] for o in outs] == [
+    assert [[disp for _, disp in o.disposed()] for o in outs] == [
         [ACCEPTED], [ROUTED], [ACCEPTED]]
     (req,) = outs[1].extra[REPAIR_TABLE]
     assert req["subject_id"] == "p2" and req["reason"] == AGGREGATE_OVERFLOW
@@ -112,7 +112,7 @@ def test_receipt_operator_routes_the_receipt_whose_window_would_overflow():
     out = Emit()
     for i, (rid, minute, cents) in enumerate([("r1", 0, BIG), ("r2", 3, BIG), ("r3", 6, 5)]):
         op.on_record(_with_cents(receipt_record(rcpt(rid, "m1", minute), 0, i), cents), out)
-    disp = {rec.id: d for rec, d in out.dispositions}
+    disp = dict(out.disposed())
     # r2's own window holds r1 only; r3's would hold r1 + r2: r3 is the one routed.
     assert disp == {"r1": ACCEPTED, "r2": ACCEPTED, "r3": ROUTED}
     assert [(e.event_id, e.reason) for e in out.queue] == [("r3", AGGREGATE_OVERFLOW)]

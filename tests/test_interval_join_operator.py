@@ -117,11 +117,11 @@ def test_too_short_ttl_loses_a_valid_match():
 def test_duplicate_stale_and_conflict():
     op = IntervalJoin()
     out = feed(op, [pay("p", M, 0, cents=100), pay("p", M, 0, arrival=1, cents=100)])
-    assert [d for _, d in out.dispositions] == [ACCEPTED, DUPLICATE]
+    assert [d for _, d in out.disposed()] == [ACCEPTED, DUPLICATE]
     out = feed(op, [pay("p", M, 0, cents=999)])
     assert out.quarantine[0].reason == "conflicting_duplicate"
     out = feed(op, [pay("p", M, 0, rev=2, cents=120), pay("p", M, 0, cents=100)])
-    assert [d for _, d in out.dispositions] == [ACCEPTED, STALE]
+    assert [d for _, d in out.disposed()] == [ACCEPTED, STALE]
 
 
 def test_signal_revision_in_horizon_retires_old_pair_and_publishes_new():
@@ -153,7 +153,7 @@ def test_correction_beyond_horizon_goes_to_queue_and_changes_nothing_live():
     [q] = out.queue
     assert q.reason == "correction:old_version_not_in_state"
     assert q.detail["old_revision"] == 1 and q.revision == 2
-    assert out.dispositions[-1][1] == ROUTED
+    assert out.disposed()[-1][1] == ROUTED
 
 
 def test_late_payment_joins_live_only_with_proof():
@@ -161,7 +161,7 @@ def test_late_payment_joins_live_only_with_proof():
     out = feed(op, [pay("p1", M, 100), ("wm", "payments", 97)])
     # p2 at 60 is late (payment_wm 97); no signal of M was ever evicted: it joins live.
     feed(op, [pay("p2", M, 60)], out)
-    assert out.dispositions[-1][1] == ACCEPTED and op.counters["late_joined"] == 1
+    assert out.disposed()[-1][1] == ACCEPTED and op.counters["late_joined"] == 1
     # A signal at 20 is beyond its horizon on arrival (20 + 47 < 97): it matches p2, then goes.
     feed(op, [sig("s", M, 20)], out)
     assert ("p2", "s") in published(out) and "s" not in op.sig_live
@@ -207,4 +207,4 @@ def test_old_identities_are_pruned_below_the_watermark_and_redelivery_is_queued_
     assert "old" not in op.pay_ids and "s" not in op.sig_ids
     assert op.counters["identities_pruned"] == 2
     feed(op, [pay("old", M, 0, arrival=200)], out)  # a very late redelivery
-    assert out.queue[-1].event_id == "old" and out.dispositions[-1][1] == ROUTED
+    assert out.queue[-1].event_id == "old" and out.disposed()[-1][1] == ROUTED

@@ -39,7 +39,7 @@ def test_provisional_then_revision_two_then_final():
     assert windows_of(out) == [(H10, 1, "provisional", 3500, 0)]
     assert out.facts[0].fact_key == "acct-8|2026-10-06T10:00Z|1"
     late = d.feed(pay("p3", 10, 45, 1200, arrival=at(11, 15)))
-    assert [disp for _, disp in late.dispositions] == [ACCEPTED]
+    assert [disp for _, disp in late.disposed()] == [ACCEPTED]
     assert windows_of(late) == [(H10, 2, "revised", 4700, 0)]
     assert late.facts[0].predecessor_key == "acct-8|2026-10-06T10:00Z|1"
     final = d.feed(pay("bg2", 12, 6, 1, account="acct-x"))  # payments_wm reaches 12:01
@@ -51,14 +51,14 @@ def test_duplicate_same_content_no_effect_other_content_quarantined():
     d = Driver()
     d.feed(pay("p1", 10, 5, 2600))
     same = d.feed(pay("p1", 10, 5, 2600, arrival=at(10, 20)))
-    assert [disp for _, disp in same.dispositions] == [DUPLICATE] and not same.facts
+    assert [disp for _, disp in same.disposed()] == [DUPLICATE] and not same.facts
     other = d.feed(pay("p1", 10, 5, 9999, arrival=at(10, 21)))
-    assert not other.dispositions and not other.facts
+    assert not other.disposed() and not other.facts
     assert [(q.reason, q.offset) for q in other.quarantine] == [("conflicting_duplicate", 2)]
     stale_then = d.feed(pay("p1", 10, 5, 3000, rev=2, arrival=at(10, 22)))
-    assert [disp for _, disp in stale_then.dispositions] == [ACCEPTED]
+    assert [disp for _, disp in stale_then.disposed()] == [ACCEPTED]
     stale = d.feed(pay("p1", 10, 5, 2600, rev=1, arrival=at(10, 23)))
-    assert [disp for _, disp in stale.dispositions] == [STALE]
+    assert [disp for _, disp in stale.disposed()] == [STALE]
     assert d.op.windows[H10].payments["p1"][2] == 3000
 
 
@@ -69,13 +69,13 @@ def test_category_change_after_payment_follows_event_time():
     d.feed(pay("after", 10, 20, 1500))
     d.feed(pay("bg", 11, 5, 1, account="acct-x"))
     change = d.feed(cat_v("v2", "m-1", "gambling", True, at(10, 15), arrival=at(11, 20)))
-    assert [disp for _, disp in change.dispositions] == [ACCEPTED]
+    assert [disp for _, disp in change.disposed()] == [ACCEPTED]
     f = change.facts[0]
     assert (f.payload["revision"], f.payload["risk_count"]) == (2, 1)
     assert f.payload["category_counts"] == {"gambling": 1, "grocery": 1}
     # A newer version from 13:00 changes nothing at 10:xx: no revision.
     newer = d.feed(cat_v("v3", "m-1", "grocery", False, at(13), arrival=at(11, 30)))
-    assert not newer.facts and [disp for _, disp in newer.dispositions] == [ACCEPTED]
+    assert not newer.facts and [disp for _, disp in newer.disposed()] == [ACCEPTED]
     assert d.op.cats.effective("m-1", d.op.ids["after"][5])[2] == "v2"
 
 
@@ -90,7 +90,7 @@ def test_overlapping_and_equal_from_versions_quarantined_with_reason():
     assert "overlaps version a" in overlap.quarantine[0].detail
     assert [q.reason for q in equal.quarantine] == ["category_equal_from"]
     assert [q.reason for q in inside.quarantine] == ["overlapping_versions"]
-    assert [disp for _, disp in same.dispositions] == [DUPLICATE]
+    assert [disp for _, disp in same.disposed()] == [DUPLICATE]
     assert [v[2] for v in d.op.cats.by_merchant["m-3"]] == ["a"]
 
 
@@ -99,7 +99,7 @@ def test_payment_beyond_retention_becomes_signed_request():
     d.feed(pay("p1", 10, 5, 2600))
     d.feed(pay("bg", 12, 6, 1, account="acct-x"))
     out = d.feed(pay("p9", 10, 50, 400, arrival=at(12, 30)))
-    assert [disp for _, disp in out.dispositions] == [ROUTED] and not out.facts
+    assert [disp for _, disp in out.disposed()] == [ROUTED] and not out.facts
     (req,) = out.extra[REPAIR_TABLE]
     assert (req["kind"], req["account_id"], req["event_hour"], req["subject_id"], req["reason"]) \
         == ("payment", "acct-8", "2026-10-06T10:00Z", "p9", "beyond_retention")
@@ -113,7 +113,7 @@ def test_category_change_for_final_window_routes_to_repair():
     d.feed(pay("p1", 9, 40, 5000, merchant="m-4", account="acct-9"))
     d.feed(pay("bg", 11, 6, 1, account="acct-x"))
     out = d.feed(cat_v("v2", "m-4", "crypto", True, at(9, 30), arrival=at(11, 10)))
-    assert [disp for _, disp in out.dispositions] == [ROUTED] and not out.facts
+    assert [disp for _, disp in out.disposed()] == [ROUTED] and not out.facts
     (req,) = out.extra[REPAIR_TABLE]
     assert (req["kind"], req["account_id"], req["event_hour"]) == \
         ("category", "acct-9", "2026-10-06T09:00Z")
@@ -176,14 +176,14 @@ def test_versions_that_settle_share_no_values_a_correction_does():
     outs = [d.feed(pay("p1", 10, 5, 100, rev=2)),
             d.feed(pay("p1", 10, 5, 100, rev=2, account="acct-conflict", merchant="m-conflict")),
             d.feed(pay("p1", 11, 5, 100, rev=1, account="acct-stale", merchant="m-stale"))]
-    assert [disp for _, disp in outs[0].dispositions] == [DUPLICATE]
+    assert [disp for _, disp in outs[0].disposed()] == [DUPLICATE]
     assert [q.reason for q in outs[1].quarantine] == ["conflicting_duplicate"]
-    assert [disp for _, disp in outs[2].dispositions] == [STALE]
+    assert [disp for _, disp in outs[2].disposed()] == [STALE]
     hour_10, hour_11 = (int(at(h).timestamp()) * 1_000_000 for h in (10, 11))
     assert d.op._values.keys() == {"acct-8", "m-1", hour_10}
     moved = d.feed(pay("p1", 10, 20, 300, rev=3, account="".join(["acct-", "moved"]),
                        merchant="m-2"))
-    assert [disp for _, disp in moved.dispositions] == [ACCEPTED]
+    assert [disp for _, disp in moved.disposed()] == [ACCEPTED]
     assert d.op._values.keys() == {"acct-8", "m-1", hour_10, "acct-moved", "m-2"}
     row = d.op.ids["p1"]
     assert row[I_ACCOUNT:I_MERCHANT + 1] == ["acct-moved", hour_10, "m-2"]

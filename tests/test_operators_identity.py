@@ -3,7 +3,7 @@ retention (eviction by event time, never of a live or changed identity)."""
 
 from __future__ import annotations
 
-from streaming.operators.base import DUPLICATE, STALE, Emit
+from streaming.operators.base import ARCHIVE_ROW, DUPLICATE, STALE, Emit
 from streaming.operators.identity import (CONFLICT, CORRECTION, LIVE, NEW, IdentityIndex,
                                           settle)
 from streaming.timeutil import US_PER_MIN
@@ -42,7 +42,8 @@ def test_settle_emits_the_terminal_outcomes_only():
     assert settle(CONFLICT, conflict, out)
     assert settle(CONFLICT, conflict, out, "told otherwise")
     assert not settle(NEW, dup, out) and not settle(CORRECTION, dup, out)
-    assert out.dispositions == [(dup, DUPLICATE), (stale, STALE)]
+    rows = [dict(zip(ARCHIVE_ROW, row, strict=True)) for row in out.dispositions]
+    assert [(r["offset"], r["disposition"]) for r in rows] == [(1, DUPLICATE), (2, STALE)]
     assert [(q.offset, q.reason, q.detail) for q in out.quarantine] == [
         (3, "conflicting_duplicate", "p revision 1 was seen with other content"),
         (3, "conflicting_duplicate", "told otherwise")]

@@ -59,14 +59,14 @@ def test_duplicate_upload_adds_nothing_and_conflict_is_quarantined():
     op = ReceiptScorer(MODEL)
     out = feed(op, [rcpt("a", "m1", 1, cents=500), rcpt("a", "m1", 1, upload=9, cents=500),
                     rcpt("a", "m1", 1, upload=9.5, cents=501), rcpt("b", "m1", 4)])
-    assert [d for _, d in out.dispositions].count(DUPLICATE) == 1
+    assert [d for _, d in out.disposed()].count(DUPLICATE) == 1
     assert [(q.offset, q.reason) for q in out.quarantine] == [(2, "conflicting_duplicate")]
     op.on_watermark("receipts", wm(5), out)
     b = by_key(out)["b|1"].payload
     assert (b["feature_count_7m"], b["feature_amount_7m"]) == (1, 500)
     assert sorted(by_key(out)) == ["a|1", "b|1"]
     out2 = feed(op, [rcpt("a", "m1", 1, upload=30, cents=500)])
-    assert out2.facts == [] and [d for _, d in out2.dispositions] == [DUPLICATE]
+    assert out2.facts == [] and [d for _, d in out2.disposed()] == [DUPLICATE]
 
 
 def test_beyond_allowed_delay_is_queued_within_tolerance_is_scored_and_rescores():
@@ -81,7 +81,7 @@ def test_beyond_allowed_delay_is_queued_within_tolerance_is_scored_and_rescores(
               rcpt("tol", "m1", 15.5, upload=22, cents=1000)], late)
     assert [(q.event_id, q.reason) for q in late.queue] == [("old", "beyond_allowed_delay")]
     assert late.queue[0].watermark_at_arrival == wm(20)
-    assert ("old", ROUTED) in [(r.id, d) for r, d in late.dispositions]
+    assert ("old", ROUTED) in late.disposed()
     got = by_key(late)
     assert "old|1" not in got
     tol = got["tol|1"].payload

@@ -22,7 +22,6 @@ from ..contracts.canonical import decoded_record
 from ..contracts.core import Contract, decode, quarantine_text
 from ..contracts.record import InvalidRecord, Record
 from ..operators.base import Emit, Quarantined
-from ..store.ops import dumps
 from ..watermarks import InputWatermark
 from .checkpoints import tp_str
 
@@ -87,19 +86,6 @@ def range_digests(raws: list[Any]) -> dict[str, str]:
             run = got
         run.append(raw.line)
     return {k: lines_digest(v) for k, v in lines.items()}
-
-
-def archive_rows(pipeline: str, dispositions: list[tuple[Record, str]],
-                 seq: int) -> list[tuple]:
-    """A batch's archive rows (store.ops.ARCHIVE_ROW order): each record the operator
-    disposed of, with its canonical payload JSON as the decoder produced it."""
-    rows: list[tuple] = []
-    for rec, disp in dispositions:
-        text = rec.payload_json
-        rows.append((pipeline, rec.topic, rec.partition, rec.offset, rec.id, rec.revision,
-                     rec.key, rec.event_us, rec.arrival_us,
-                     text if text else dumps(rec.payload), rec.payload_hash, disp, seq))
-    return rows
 
 
 def drive_batch(raws: list[Any], op: Any, wms: dict[str, InputWatermark],

@@ -28,7 +28,7 @@ from ..watermarks import InputWatermark
 from .checkpoints import (CheckpointChain, CheckpointDump, CheckpointMismatch, checkpoint_row,
                           checkpoint_summary, dump_checkpoint, read_checkpoint, verified_positions)
 from .crash import CrashInjector
-from .drive import BatchTrace, archive_rows, drive_batch
+from .drive import BatchTrace, drive_batch
 from .journal import journaled_batch, verify_journal
 from .metrics import metrics_snapshot
 from .settings import TP, Operator, PipelineSpec, RunSettings, Source
@@ -331,7 +331,9 @@ class Worker:
     def _run_batch(self, raws: list[RawRecord], decisions: list | None,
                    end_of_stream: bool = False, seq: int | None = None,
                    may_overlap: bool = False) -> None:
-        out = Emit()
+        # The batch's journal sequence number: the next one, or a replayed entry's own.
+        seq = self.seq + 1 if seq is None else seq
+        out = Emit(self.spec.name, seq)
         op = self.op
         wms = self.wms
         following = decisions is not None
@@ -368,11 +370,7 @@ class Worker:
         self.records_total += n
         self.since_ckpt += n
         self.result.records += n
-        if seq is None:
-            self.seq += 1
-            seq = self.seq
-        else:
-            self.seq = seq
+        self.seq = seq
         ranges = trace.journal_ranges()
         # Building the batch reads only host and operator state (not the store), and settling
         # the batch in flight changes none of it (a batch followed by a checkpoint settled
@@ -519,7 +517,7 @@ class Worker:
 
     def _batch_write(self, seq, out: Emit, ranges, order_runs, made, n, eos) -> BatchWrite:
         name = self.spec.name
-        archive = archive_rows(name, out.dispositions, seq)
+        archive = out.dispositions
         quarantine = [{"pipeline": name, "topic": q.topic, "partition": q.partition,
                        "offset": q.offset, "reason": q.reason, "detail": safe_text(q.detail),
                        "raw": safe_text(q.raw), "batch_seq": seq} for q in out.quarantine]

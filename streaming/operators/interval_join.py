@@ -482,7 +482,7 @@ class IntervalJoin:
                 return
             self.counters["late_joined"] += 1
         side.ids.remember(rec.id, [rec.revision, rec.payload_hash, key, t, LIVE])
-        out.dispositions.append((rec, ACCEPTED))  # Emit.disposition, inline per record
+        out.disposition(rec, ACCEPTED)
         self._insert(side, other, self._new_entry(rec), out)
 
     def _insert(self, side: Side, other: Side, e: Entry, out: Emit) -> None:

@@ -18,6 +18,7 @@ import orjson
 from sqlalchemy import Select, Table, create_engine, event, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from ..operators.base import ARCHIVE_ROW
 from ..redaction import connect_url
 from . import schema as S
 from . import tables as _tables  # noqa: F401  (registers pipeline tables)
@@ -298,8 +299,6 @@ class BatchRows:
 
 # The archive's columns, in the order a batch's archive rows hold them (the host builds them as
 # tuples: one per record read, the largest table of a batch after the facts).
-ARCHIVE_ROW = ("pipeline", "topic", "partition", "offset", "event_id", "revision", "key",
-               "event_us", "arrival_us", "payload", "payload_hash", "disposition", "batch_seq")
 
 
 @dataclass

@@ -1,0 +1,51 @@
+"""What an operator's batch collector keeps of a disposed record: its archive row, made at
+once, and not the record itself."""
+
+from __future__ import annotations
+
+import sys
+
+import msgspec
+import orjson
+
+from streaming.operators.base import ACCEPTED, ARCHIVE_ROW, DUPLICATE, Emit, archive_row
+from streaming.store.ops import ARCHIVE_ROW as STORE_ARCHIVE_ROW
+
+from .joinutil import pay, record
+
+M = "merchant-1"
+
+
+def test_a_disposition_is_the_records_archive_row_for_its_batch():
+    rec = record(pay("p-1", M, 3, rev=2, cents=250), offset=17)
+    out = Emit("join", 42)
+    out.disposition(rec, ACCEPTED)
+    assert len(out.dispositions) == 1
+    row = dict(zip(ARCHIVE_ROW, out.dispositions[0], strict=True))
+    assert row == {"pipeline": "join", "topic": rec.topic, "partition": rec.partition,
+                   "offset": 17, "event_id": "p-1", "revision": 2, "key": M,
+                   "event_us": rec.event_us, "arrival_us": rec.arrival_us,
+                   "payload": rec.payload_json, "payload_hash": rec.payload_hash,
+                   "disposition": ACCEPTED, "batch_seq": 42}
+    assert orjson.loads(row["payload"]) == rec.payload
+    assert out.disposed() == [("p-1", ACCEPTED)]
+    # The store inserts the columns in the order the rows are made.
+    assert STORE_ARCHIVE_ROW is ARCHIVE_ROW
+
+
+def test_the_collector_keeps_no_reference_to_the_record():
+    """The record is freed when the operator is done with it (while its objects are in the
+    caches), not when the batch's collector goes."""
+    rec = record(pay("p-1", M, 3), offset=1)
+    before = sys.getrefcount(rec)
+    out = Emit("ledger", 1)
+    out.disposition(rec, DUPLICATE)
+    assert sys.getrefcount(rec) == before
+    assert out.disposed() == [("p-1", DUPLICATE)]
+
+
+def test_a_record_without_its_json_is_archived_with_the_canonical_encoding():
+    rec = msgspec.structs.replace(record(pay("p-2", M, 0), offset=2), payload_json=None)
+    (row,) = [dict(zip(ARCHIVE_ROW, archive_row("join", 5, rec, ACCEPTED), strict=True))]
+    assert row["payload"] == orjson.dumps(rec.payload, option=orjson.OPT_SORT_KEYS).decode()
+    assert row["batch_seq"] == 5 and row["event_id"] == "p-2"
