@@ -110,13 +110,13 @@ class Quarantined:
     raw: str
 
 
-# A record's row in the archive: the columns, in the order `archive_row` gives them and the
-# store inserts them (store.ops).
+# The archive's columns, in the order `archive_row` gives them and the store inserts them
+# (store.ops): a tuple per record read, the largest table of a batch after the facts.
 ARCHIVE_ROW: Final = ("pipeline", "topic", "partition", "offset", "event_id", "revision", "key",
                       "event_us", "arrival_us", "payload", "payload_hash", "disposition",
                       "batch_seq")
-_EVENT_ID_AT: Final = 4
-_DISPOSITION_AT: Final = 11
+_EVENT_ID_AT: Final = ARCHIVE_ROW.index("event_id")
+_DISPOSITION_AT: Final = ARCHIVE_ROW.index("disposition")
 
 
 def archive_row(pipeline: str, batch_seq: int, rec: Record, what: str) -> tuple[Any, ...]:
@@ -135,8 +135,9 @@ class Emit:
     A disposition is kept as the record's archive row, made when the operator decides it, and
     not as the record: the record is then freed while its objects are still in the caches.
     Kept until the batch was built for the sink, a batch's records (5,000 of them, a few MiB)
-    were read again cold to make their rows and freed cold after its commit, 4 to 6 s of a
-    1,000,000-payment ledger's 40 s (docs/performance.md, twenty-fourth round)."""
+    were read again cold to make their rows and freed cold after its commit: 3 to 6 s of the
+    worker's CPU in a 1,000,000-payment ledger's run of 35 to 40 s (docs/performance.md,
+    twenty-fourth round)."""
 
     __slots__ = ("facts", "dispositions", "queue", "quarantine", "extra", "pipeline",
                  "batch_seq")

@@ -297,10 +297,6 @@ class BatchRows:
     metrics: tuple[tuple[str, ...], list[tuple]] | None
 
 
-# The archive's columns, in the order a batch's archive rows hold them (the host builds them as
-# tuples: one per record read, the largest table of a batch after the facts).
-
-
 @dataclass
 class BatchWrite:
     """Everything one batch commits, atomically. `archive` rows are tuples in ARCHIVE_ROW
