@@ -6,10 +6,11 @@ of the socket closes, and never shows the store URL on its command line."""
 from __future__ import annotations
 
 import os
-import pickle
 import sqlite3
 import time
+from dataclasses import replace
 
+import msgspec
 import orjson
 import pytest
 
@@ -17,8 +18,9 @@ from streaming.host.checkpoints import (COMPRESS_THREADS_ABOVE, SERIALIZER, Chec
                                         compress_state, decompressed_state)
 from streaming.operators.base import Fact
 from streaming.store.errors import StoreErrorElsewhere, describe_store_error, is_store_error
-from streaming.store.ops import BatchWrite, Store
-from streaming.store.writer_process import WriterFailed, WriterProcess, pack
+from streaming.store.ops import BatchRows, BatchWrite, Store
+from streaming.store.writer_process import (BATCH_MSGPACK, BATCH_PICKLE, PackedBatch, WriterFailed,
+                                           WriterProcess, pack, unpack)
 
 
 def _batch(seq: int, keys: list[str], payload: dict | None = None) -> BatchWrite:
@@ -79,26 +81,74 @@ def test_commits_what_it_is_handed_and_answers_with_the_sink_result(store_url, m
     assert _gone(writer.pid)
 
 
-def test_a_packed_batch_is_pickled_straight_into_the_memory_file_it_goes_in(monkeypatch):
-    # No pickled copy of the batch is built as bytes first (its growing buffer cost the worker
-    # as much as the pickling): the memory file holds the pickle, and handing it over closes
-    # the file.
+def test_a_packed_batch_goes_in_its_memory_file_as_msgpack_that_decodes_to_the_batch():
+    # The memory file holds the batch's msgpack, which decodes to the same rows, tuples again;
+    # handing it over closes the file.
     if not hasattr(os, "memfd_create"):
         pytest.skip("no memory files on this platform")
     rows = _batch(4, ["a", "b"]).rows()
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the batch was pickled into bytes")
-
-    monkeypatch.setattr(pickle, "dumps", refuse)
     packed = pack(rows)
-    monkeypatch.undo()
     file = packed.handover.file
-    assert file is not None and packed.handover.size > 0
+    assert packed.encoding == BATCH_MSGPACK and file is not None and packed.handover.size > 0
     held = os.pread(file.fileno(), packed.handover.size + 1, 0)
-    assert len(held) == packed.handover.size and pickle.loads(held) == rows
+    assert len(held) == packed.handover.size and held == msgspec.msgpack.encode(rows)
+    back = unpack(packed.encoding, held)
+    assert back == rows and all(type(f) is tuple for f in back.facts)
     packed.handover.close()
     assert file.closed
+
+
+def test_every_value_a_row_may_carry_comes_back_as_it_went():
+    # The rows bind to text, integer and boolean columns; bytes and floats are held too, and
+    # an int beyond 64 bits (which msgpack cannot hold) sends the batch pickled instead.
+    row = ("text", "", "\u00e9\u20ac\U0001f600", 0, -(2 ** 63), 2 ** 64 - 1, True, False, None,
+           b"\xff\x00", 1.5)
+    rows = BatchRows("join", 7, None, [("k", "v", None)], [("archive", ("a", "b"), [row])],
+                     (("m",), [(1,)]))
+    packed = pack(rows)
+    back = unpack(packed.encoding, _held(packed))
+    assert packed.encoding == BATCH_MSGPACK and back == rows
+    assert [type(v) for v in back.tables[0][2][0]] == [type(v) for v in row]
+    assert type(back.tables[0][1]) is tuple and type(back.metrics) is tuple
+    wide = replace(rows, tables=[("archive", ("a",), [(2 ** 64,)])])
+    packed = pack(wide)
+    assert packed.encoding == BATCH_PICKLE and unpack(packed.encoding, _held(packed)) == wide
+    with pytest.raises(ValueError, match="a batch encoded as 'json'"):
+        unpack("json", b"{}")
+
+
+def _held(packed: PackedBatch) -> bytes:
+    try:
+        if packed.handover.file is None:
+            return packed.handover.raw
+        return os.pread(packed.handover.file.fileno(), packed.handover.size, 0)
+    finally:
+        packed.handover.close()
+
+
+def test_a_batch_sent_pickled_commits_as_the_batch_itself(store_url, monkeypatch):
+    # What msgpack cannot hold goes pickled: the writer reads it by the header's word.
+    def refuse(obj):
+        raise TypeError("not encodable")
+
+    monkeypatch.setattr(msgspec.msgpack, "encode", refuse)
+    packed = pack(_batch(1, ["a", "b"]).rows())
+    monkeypatch.undo()
+    assert packed.encoding == BATCH_PICKLE
+    writer = WriterProcess(store_url, "join")
+    try:
+        writer.submit(packed)
+        assert writer.result()[0].written == 2
+        writer.submit(pack(_batch(2, ["c"]).rows()))  # and msgpack again after it
+        assert writer.result()[0].written == 1
+    finally:
+        writer.close()
+    store = Store(store_url)
+    try:
+        assert [(f["fact_key"], f["batch_seq"]) for f in store.facts("join")] == \
+            [("k|a", 1), ("k|b", 1), ("k|c", 2)]
+    finally:
+        store.dispose()
 
 
 def test_a_batch_packed_ahead_commits_as_the_batch_itself(store_url):
