@@ -306,7 +306,8 @@ def test_far_future_records_at_a_partitions_end_do_not_confirm_each_other(tmp_pa
     assert _faults(FileLog(root, TOPICS).merged({})) == {}
 
 
-def test_future_dated_recording_and_resumes_in_the_past_are_read_as_they_are(tmp_path):
+def test_future_dated_recording_and_resumes_in_the_past_are_read_as_they_are(tmp_path,
+                                                                             monkeypatch):
     root = str(tmp_path)
     future_us = BASE_US + 5 * 365 * 86400 * US_PER_S  # years after any wall clock of the run
 
@@ -318,9 +319,16 @@ def test_future_dated_recording_and_resumes_in_the_past_are_read_as_they_are(tmp
            + b"".join(rec(10 + i, 7500 + i) + b"\n" for i in range(20)))
     _write(f"{root}/payments/p1.jsonl", b"".join(rec(40 + i, 400 * i) + b"\n" for i in range(25)))
     _write(f"{root}/risk_signals/p0.jsonl", rec(90, 30) + b"\n")
+    # p0's resume claims the future; p1's last line, read at open, vouches for it, so no
+    # partition is read whole for its frontier.
+    read_whole = []
+    monkeypatch.setattr(filelog._Partition, "frontier",
+                        lambda part: read_whole.append(part.tp) or NEG_INF)
     log = FileLog(root, TOPICS)
     assert _faults(log.merged({})) == {}
     assert log.newest_arrival() == future_us + 9600 * US_PER_S
+    assert read_whole == []
+    monkeypatch.undo()
     # A partition resuming in the past after 85 minutes of quiet, nothing else moving: read.
     root2 = str(tmp_path / "past")
     _write(f"{root2}/payments/p0.jsonl", _rec(0, 0) + b"\n"
