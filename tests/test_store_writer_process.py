@@ -126,6 +126,16 @@ def _held(packed: PackedBatch) -> bytes:
         packed.handover.close()
 
 
+def _stored(store_url: str) -> tuple[list[tuple[str, int]], int | None]:
+    """The join facts' (fact key, batch) in the store, and the last journal number."""
+    store = Store(store_url)
+    try:
+        return ([(f["fact_key"], f["batch_seq"]) for f in store.facts("join")],
+                store.last_journal_seq("join"))
+    finally:
+        store.dispose()
+
+
 def test_a_batch_sent_pickled_commits_as_the_batch_itself(store_url, monkeypatch):
     # What msgpack cannot hold goes pickled: the writer reads it by the header's word.
     def refuse(obj):
@@ -143,12 +153,7 @@ def test_a_batch_sent_pickled_commits_as_the_batch_itself(store_url, monkeypatch
         assert writer.result()[0].written == 1
     finally:
         writer.close()
-    store = Store(store_url)
-    try:
-        assert [(f["fact_key"], f["batch_seq"]) for f in store.facts("join")] == \
-            [("k|a", 1), ("k|b", 1), ("k|c", 2)]
-    finally:
-        store.dispose()
+    assert _stored(store_url) == ([("k|a", 1), ("k|b", 1), ("k|c", 2)], 2)
 
 
 def test_a_batch_packed_ahead_commits_as_the_batch_itself(store_url):
@@ -167,13 +172,7 @@ def test_a_batch_packed_ahead_commits_as_the_batch_itself(store_url):
         assert writer.result()[0].written == 1
     finally:
         writer.close()
-    store = Store(store_url)
-    try:
-        assert [(f["fact_key"], f["batch_seq"]) for f in store.facts("join")] == \
-            [("k|a", 1), ("k|b", 1), ("k|c", 2)]
-        assert store.last_journal_seq("join") == 2
-    finally:
-        store.dispose()
+    assert _stored(store_url) == ([("k|a", 1), ("k|b", 1), ("k|c", 2)], 2)
 
 
 def test_a_store_refusal_is_said_as_the_worker_would_say_it(store_url, tmp_path):
