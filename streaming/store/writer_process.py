@@ -133,7 +133,9 @@ def pack(rows: BatchRows) -> PackedBatch:
     """The batch encoded for the writer: msgpack by msgspec, which the writer decodes into the
     same `BatchRows`, its rows tuples again (`unpack`). msgspec encodes a batch's rows about
     five times faster than pickle, which keeps a memo of every object it writes (a 7,500-fact
-    join batch: 3.5 ms against 16 ms; docs/performance.md, twenty-sixth round).
+    join batch: 3.5 ms against 16 ms; docs/performance.md, twenty-sixth round). The encoding
+    is built as bytes and then copied into the memory file, which `Handover.pickled` avoids
+    for a pickle; the copy costs far less than the pickler's memo did.
 
     The rows bind to text, integer and boolean columns, so their values are str, int, bool,
     None (and bytes or float, should a row carry them), which msgpack holds exactly. A batch it
