@@ -19,7 +19,12 @@ from streaming.timeutil import NEG_INF, POS_INF, us_to_iso
 
 STRICT = {**INITIAL_ARTIFACT, "intercept": -0.4,
           "threshold_policy": {"review_at": 0.3, "decline_at": 0.6}, "score_decimals": 4}
-MODELS = [Model.from_artifact(INITIAL_ARTIFACT), Model.from_artifact(STRICT)]
+# The terms in another order than the scorer's features, and a model reading two of the three:
+# the scorer takes its features by position, so the artifact's order and choice must not leak.
+REORDERED = {**INITIAL_ARTIFACT, "features": list(reversed(INITIAL_ARTIFACT["features"]))}
+TWO_FEATURES = {**INITIAL_ARTIFACT, "features": ["amount_cents", "feature_count_7m"],
+                "intercept": -0.9}
+MODELS = [Model.from_artifact(a) for a in (INITIAL_ARTIFACT, STRICT, REORDERED, TWO_FEATURES)]
 
 
 def reference_score(model: Model, features: dict) -> tuple[float, str]:
@@ -114,4 +119,16 @@ def test_the_run_fields_sort_after_every_business_field():
 def test_model_terms_read_once_score_like_the_artifact(model, count, amount_7m, amount):
     features = {"feature_count_7m": count, "feature_amount_7m": amount_7m,
                 "amount_cents": amount}
-    assert model.score(features) == reference_score(model, features)
+    expected = reference_score(model, features)
+    assert model.score(features) == expected
+    assert model.scorer.score_receipt(count, amount_7m, amount) == expected
+
+
+def test_a_model_reads_only_the_features_it_names():
+    """A feature the artifact leaves out is not read: its absence is no error, and its value
+    changes nothing."""
+    two = Model.from_artifact(TWO_FEATURES)
+    named = {"feature_count_7m": 3, "amount_cents": 12_345}
+    assert two.score(named) == reference_score(two, named)
+    assert (two.scorer.score_receipt(3, 0, 12_345) == two.scorer.score_receipt(3, 10 ** 9, 12_345)
+            == two.score(named))

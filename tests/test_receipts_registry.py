@@ -56,3 +56,15 @@ def test_threshold_policy_decides():
     bad = dict(INITIAL_ARTIFACT, state_schema="receipt-features/0")
     with pytest.raises(ModelError, match="state schema"):
         Model.from_artifact(bad)
+
+
+def test_a_feature_the_scorer_does_not_compute_is_refused_on_load():
+    """Refused when the artifact is loaded, naming the feature, not when a receipt is first
+    scored."""
+    bad = {**INITIAL_ARTIFACT, "features": [*INITIAL_ARTIFACT["features"], "feature_count_1h"],
+           "preprocessing": {**INITIAL_ARTIFACT["preprocessing"],
+                             "feature_count_1h": {"transform": "identity", "center": 0.0,
+                                                  "scale": 1.0}},
+           "weights": {**INITIAL_ARTIFACT["weights"], "feature_count_1h": 0.1}}
+    with pytest.raises(ModelError, match="'feature_count_1h' is not one the scorer computes"):
+        Model.from_artifact(bad)

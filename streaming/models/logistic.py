@@ -11,6 +11,9 @@ from __future__ import annotations
 import math
 from typing import Final
 
+# The features the receipt scorer computes (state schema receipt-features/1), in the order
+# `score_receipt` takes them; an artifact's terms name them by position in this tuple.
+FEATURES: Final = ("feature_count_7m", "feature_amount_7m", "amount_cents")
 IDENTITY: Final = "identity"
 LOG1P_DOLLARS: Final = "log1p_dollars"  # log1p of whole dollars, negatives as 0
 TRANSFORMS: Final = (IDENTITY, LOG1P_DOLLARS)
@@ -26,22 +29,36 @@ def transformed(transform: str, x: int) -> float:
 
 
 class LogisticScorer:
-    """What `score` reads of an artifact, taken out once per model: per feature (name,
-    transform, weight, center, scale), the intercept, the decimals the score is rounded to and
-    the two decision thresholds."""
+    """What `score` reads of an artifact, taken out once per model: per feature (its position
+    in FEATURES, transform, weight, center, scale), the intercept, the decimals the score is
+    rounded to and the two decision thresholds."""
 
     def __init__(self, terms: list[tuple[str, str, float, float, float]], intercept: float,
                  decimals: int, decline_at: float, review_at: float) -> None:
-        self.terms = terms
+        # By position, not name: the scorer passes its three features as C integers, where a
+        # dict of them was built and searched for every decision (docs/performance.md,
+        # twenty-seventh round).
+        self.slots = [(FEATURES.index(name), transform, weight, center, scale)
+                      for name, transform, weight, center, scale in terms]
         self.intercept = intercept
         self.decimals = decimals
         self.decline_at = decline_at
         self.review_at = review_at
 
     def score(self, features: dict[str, int]) -> tuple[float, str]:
+        """(score, decision) of features given by name (only those the artifact uses are
+        read)."""
+        used = {slot for slot, _, _, _, _ in self.slots}
+        count, amount_7m, amount_cents = (features[name] if i in used else 0
+                                          for i, name in enumerate(FEATURES))
+        return self.score_receipt(count, amount_7m, amount_cents)
+
+    def score_receipt(self, count: int, amount_7m: int, amount_cents: int) -> tuple[float, str]:
+        """(score, decision) of one receipt's features, in FEATURES order."""
         z = self.intercept
-        for name, transform, weight, center, scale in self.terms:
-            z += weight * (transformed(transform, features[name]) - center) / scale
+        for slot, transform, weight, center, scale in self.slots:
+            x = count if slot == 0 else amount_7m if slot == 1 else amount_cents
+            z += weight * (transformed(transform, x) - center) / scale
         p: float = round(1.0 / (1.0 + math.exp(-z)), self.decimals)
         if p >= self.decline_at:
             return p, "decline"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from .logistic import TRANSFORMS, LogisticScorer
+from .logistic import FEATURES, TRANSFORMS, LogisticScorer
 
 DEFAULT_MODEL_DIR = ".riskstream/models"
 MODEL_DIR_ENV = "RISKSTREAM_MODEL_DIR"
@@ -72,6 +72,9 @@ def validate_artifact(artifact: dict) -> None:
         raise ModelError(f"model expects state schema {artifact['state_schema']!r}; the scorer "
                          f"computes {FEATURE_SCHEMA!r}")
     for f in artifact["features"]:
+        if f not in FEATURES:
+            raise ModelError(f"feature {f!r} is not one the scorer computes "
+                             f"({FEATURE_SCHEMA}: {', '.join(FEATURES)})")
         if f not in artifact["preprocessing"] or f not in artifact["weights"]:
             raise ModelError(f"feature {f!r} has no preprocessing or weight")
         if artifact["preprocessing"][f].get("transform") not in TRANSFORMS:

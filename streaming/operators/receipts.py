@@ -141,9 +141,7 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
                   amount_7m: int, watermark_us: int, status: str, origin: str, reason: str,
                   predecessor_revision: int | None = None) -> Fact:
     """The one builder of decision facts (live scorer, reconciliation, re-pinning)."""
-    score, decision = model.scorer.score({"feature_count_7m": count,
-                                          "feature_amount_7m": amount_7m,
-                                          "amount_cents": amount_cents})
+    score, decision = model.scorer.score_receipt(count, amount_7m, amount_cents)
     occurred = us_to_iso(occurred_us)
     # Built in sorted key order, so orjson writes the canonical (sorted) document as it goes;
     # tests/test_receipts_fact_encoding.py checks it against a sorted encoding.
