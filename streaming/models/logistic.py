@@ -49,9 +49,8 @@ class LogisticScorer:
         """(score, decision) of features given by name (only those the artifact uses are
         read)."""
         used = {slot for slot, _, _, _, _ in self.slots}
-        count, amount_7m, amount_cents = (features[name] if i in used else 0
-                                          for i, name in enumerate(FEATURES))
-        return self.score_receipt(count, amount_7m, amount_cents)
+        values = [features[name] if i in used else 0 for i, name in enumerate(FEATURES)]
+        return self.score_receipt(values[0], values[1], values[2])
 
     def score_receipt(self, count: int, amount_7m: int, amount_cents: int) -> tuple[float, str]:
         """(score, decision) of one receipt's features, in FEATURES order."""
