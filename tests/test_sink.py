@@ -171,6 +171,32 @@ def test_batch_constants_are_stored_as_given(store_url):
     store.dispose()
 
 
+def test_a_fact_without_a_predecessor_is_stored_with_none(store_url):
+    """A fact row says "no predecessor" with an empty string (the driver binds it without its
+    adapter lookup); the store holds NULL for it and the predecessor's key for the others, on
+    the direct path (every key new) and on the staged one (some key already stored), and a
+    row that still carries None is stored the same way."""
+    store = Store(store_url)
+    first = [pair_fact("k1", "L1", "current", v=1),
+             Fact.make("k2", "pair", "L1", "retired", {"v": 2}, predecessor_key="k1")]
+    rows = fact_rows(first)
+    assert [r[-1] for r in rows] == ["", "k1"]
+    with store.engine.begin() as conn:
+        assert write_facts(conn, "join", rows, 1).written == 2
+    # k1 again (a no-op) takes the batch to the staged path.
+    second = fact_rows([pair_fact("k1", "L1", "current", v=1),
+                        pair_fact("k3", "L3", "current", v=3),
+                        Fact.make("k4", "pair", "L3", "retired", {"v": 4},
+                                  predecessor_key="k3")])
+    legacy = fact(*("k5", "L5", "current"), v=5)[:-1] + (None,)
+    with store.engine.begin() as conn:
+        r = write_facts(conn, "join", [*second, legacy], 2)
+    assert (r.written, r.noop) == (3, 1)
+    assert [(f["fact_key"], f["predecessor_key"]) for f in store.facts("join")] == \
+        [("k1", None), ("k2", "k1"), ("k3", None), ("k4", "k3"), ("k5", None)]
+    store.dispose()
+
+
 def test_generation_facts_leave_the_current_view_alone(store_url):
     store = Store(store_url)
     with store.engine.begin() as conn:

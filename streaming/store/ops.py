@@ -264,10 +264,24 @@ class SinkResult:
 # JSON text, in the order the facts insert binds them. Plain tuples, read by position: they
 # pickle to a writer process several times cheaper than a `Fact` with its payload dict, and
 # the sink binds them as they are, with no per-row conversion on either side.
+#
+# A fact without a predecessor (nearly every one) has "" there, stored as NULL by the inserts
+# (`NULLIF`; a fact key is never empty). SQLite's driver binds a str or an int directly but
+# sends every other value, None included, through its adapter lookup first: a tuple built and
+# hashed and two attribute searches per fact, 2.5% of the join writer's time
+# (docs/performance.md, twenty-seventh round). None is still accepted and stored as NULL.
 FACT_ROW = ("fact_key", "kind", "logical_key", "status", "payload_hash", "payload",
             "predecessor_key")
-FactRow = tuple  # tuple[str, str, str, str, str, str, str | None], in FACT_ROW order
+FactRow = tuple  # tuple[str, str, str, str, str, str, str], in FACT_ROW order
 _KEY, _KIND, _LOGICAL, _STATUS, _HASH, _PAYLOAD, _PRED = range(len(FACT_ROW))
+NO_PREDECESSOR = ""
+
+
+def _stored_value(column: str, value: str) -> str:
+    """The SQL expression the facts insert stores a fact column from, given the expression
+    `value` that holds it (a placeholder, or the stage's column): the predecessor's "" as
+    NULL, every other column as it is."""
+    return f"NULLIF({value}, '{NO_PREDECESSOR}')" if column == "predecessor_key" else value
 
 
 def payload_text(f: Any) -> str:
@@ -279,7 +293,7 @@ def payload_text(f: Any) -> str:
 def fact_rows(facts: Iterable[Any]) -> list[FactRow]:
     """Facts (an operator's `Fact`s) as the rows `write_facts` writes."""
     return [(f.fact_key, f.kind, f.logical_key, f.status, f.payload_hash, payload_text(f),
-             f.predecessor_key) for f in facts]
+             f.predecessor_key or NO_PREDECESSOR) for f in facts]
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,7 +452,8 @@ def _sqlite_direct(conn: Connection, pipeline: str, ordered: list[FactRow],
     # A FactRow is its columns in the insert's order: the rows are bound as they are.
     n = conn.exec_driver_sql(
         f"INSERT INTO facts ({', '.join(_FACT_COLUMNS)}) VALUES ({_literal(pipeline)}, "
-        f"{', '.join('?' * len(FACT_ROW))}, {consts}) ON CONFLICT (pipeline, fact_key) DO NOTHING",
+        f"{', '.join(_stored_value(c, '?') for c in FACT_ROW)}, {consts}) "
+        "ON CONFLICT (pipeline, fact_key) DO NOTHING",
         ordered).rowcount
     if n != len(ordered):
         return before
@@ -532,7 +547,8 @@ def _write_staged(conn: Connection, pipeline: str, ordered: list[FactRow],
     _batch_work_mem(conn)
     _stage_facts(conn, rows)
     if written_above is None:
-        insert = (f"INSERT INTO facts ({cols}) SELECT {cols} FROM {_STAGE} WHERE true "
+        stored = ", ".join(_stored_value(c, c) for c in _FACT_COLUMNS)
+        insert = (f"INSERT INTO facts ({cols}) SELECT {stored} FROM {_STAGE} WHERE true "
                   "ORDER BY ord ON CONFLICT (pipeline, fact_key) DO NOTHING "
                   "RETURNING fact_key, id")
         new_facts: Any = conn.exec_driver_sql(insert)
