@@ -274,6 +274,7 @@ FACT_ROW = ("fact_key", "kind", "logical_key", "status", "payload_hash", "payloa
             "predecessor_key")
 FactRow = tuple  # tuple[str, str, str, str, str, str, str], in FACT_ROW order
 _KEY, _KIND, _LOGICAL, _STATUS, _HASH, _PAYLOAD, _PRED = range(len(FACT_ROW))
+_FACT_KEY = itemgetter(_KEY)
 NO_PREDECESSOR = ""
 
 
@@ -493,18 +494,23 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list[FactRow],
     if not facts_in:
         return res
     # Within a batch, the first occurrence of a key wins; a later different one is a conflict.
+    # A batch that names each key once (nearly every one: its keys' set, built in C, is as
+    # large as the batch) is written as it is, without a dictionary step per fact.
     ordered: list[FactRow] = []
-    seen: dict[str, str] = {}
     conflicts: list[tuple[FactRow, str]] = []
-    for f in facts_in:
-        h = seen.get(f[_KEY])
-        if h is None:
-            seen[f[_KEY]] = f[_HASH]
-            ordered.append(f)
-        elif h != f[_HASH]:
-            conflicts.append((f, h))
-        else:
-            res.noop += 1
+    if len(set(map(_FACT_KEY, facts_in))) == len(facts_in):
+        ordered = facts_in
+    else:
+        seen: dict[str, str] = {}
+        for f in facts_in:
+            h = seen.get(f[_KEY])
+            if h is None:
+                seen[f[_KEY]] = f[_HASH]
+                ordered.append(f)
+            elif h != f[_HASH]:
+                conflicts.append((f, h))
+            else:
+                res.noop += 1
     created = now_iso()
     with_view = generation_id is None
     sqlite = conn.dialect.name == "sqlite"
