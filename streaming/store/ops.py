@@ -268,7 +268,7 @@ class SinkResult:
 # A fact without a predecessor (nearly every one) has "" there, stored as NULL by the inserts
 # (`NULLIF`; a fact key is never empty). SQLite's driver binds a str or an int directly but
 # sends every other value, None included, through its adapter lookup first: a tuple built and
-# hashed and two attribute searches per fact, 2.5% of the join writer's time
+# hashed and two attribute searches per fact, 2.5% of the join writer's samples
 # (docs/performance.md, twenty-seventh round). None is still accepted and stored as NULL.
 FACT_ROW = ("fact_key", "kind", "logical_key", "status", "payload_hash", "payload",
             "predecessor_key")
