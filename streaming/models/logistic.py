@@ -40,6 +40,9 @@ class LogisticScorer:
         # twenty-seventh round).
         self.slots = [(FEATURES.index(name), transform, weight, center, scale)
                       for name, transform, weight, center, scale in terms]
+        # Which of FEATURES the terms read: `score` looks up only those.
+        used = {slot for slot, _, _, _, _ in self.slots}
+        self.reads = (0 in used, 1 in used, 2 in used)
         self.intercept = intercept
         self.decimals = decimals
         self.decline_at = decline_at
@@ -48,9 +51,10 @@ class LogisticScorer:
     def score(self, features: dict[str, int]) -> tuple[float, str]:
         """(score, decision) of features given by name (only those the artifact uses are
         read)."""
-        used = {slot for slot, _, _, _, _ in self.slots}
-        values = [features[name] if i in used else 0 for i, name in enumerate(FEATURES)]
-        return self.score_receipt(values[0], values[1], values[2])
+        count_read, amount_7m_read, amount_cents_read = self.reads
+        return self.score_receipt(features[FEATURES[0]] if count_read else 0,
+                                  features[FEATURES[1]] if amount_7m_read else 0,
+                                  features[FEATURES[2]] if amount_cents_read else 0)
 
     def score_receipt(self, count: int, amount_7m: int, amount_cents: int) -> tuple[float, str]:
         """(score, decision) of one receipt's features, in FEATURES order."""
