@@ -48,6 +48,7 @@ COMPILED: tuple[str, ...] = (
     "streaming.keys",
     "streaming.hashing",
     "streaming.timeutil",
+    "streaming.contracts.record",
     "streaming.contracts.canonical",
     "streaming.operators.base",
     "streaming.operators.identity",

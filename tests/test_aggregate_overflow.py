@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 
-import msgspec
 import orjson
 from sqlalchemy import select
 
@@ -41,7 +40,7 @@ def _quarantined(store: Store, pipeline: str) -> list[tuple[int, str]]:
 
 
 def _with_cents(rec, cents: int):
-    return msgspec.structs.replace(rec, payload={**rec.payload, "amount_cents": cents})
+    return rec.replace(payload={**rec.payload, "amount_cents": cents})
 
 
 def test_ledger_amounts_beyond_the_bound_are_quarantined_and_the_run_goes_on(tmp_path,

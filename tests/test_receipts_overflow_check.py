@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 
-import msgspec
 
 from streaming.models.registry import INITIAL_ARTIFACT, Model
 from streaming.operators.base import fits_int64
@@ -44,8 +43,7 @@ def test_overflow_check_equals_the_reference():
         op = ReceiptScorer(MODEL)
         for i in range(rng.randint(0, 12)):
             rec = record(rcpt(f"r{trial}-{i}", "m1", rng.choice([0, 1, 3.5, 7, 7, 10, 14])), 0, i)
-            rec = msgspec.structs.replace(
-                rec, payload={**rec.payload, "amount_cents": rng.choice(amounts)})
+            rec = rec.replace(payload={**rec.payload, "amount_cents": rng.choice(amounts)})
             op._insert(rec, 0)
         entries = op.by_merchant.get("m1", [])
         for _ in range(10):

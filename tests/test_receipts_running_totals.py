@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-import msgspec
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -61,7 +60,7 @@ def test_running_totals_equal_a_recompute(steps):
         if what == "receipt":
             merchant, offset, amount = arg
             rec = record(rcpt(f"r{i:03d}", merchant, minute + offset - 10), 0, i)
-            rec = msgspec.structs.replace(rec, payload={**rec.payload, "amount_cents": amount})
+            rec = rec.replace(payload={**rec.payload, "amount_cents": amount})
             op.on_record(rec, out)
         elif what == "watermark":
             minute += arg
@@ -92,7 +91,7 @@ def test_the_random_steps_reach_every_path():
         offset = rng.randint(0, 60) / 4
         amount = rng.choice([rng.randint(1, 10**6), HUGE, -HUGE])
         rec = record(rcpt(f"r{i:04d}", merchant, minute + offset - 10), 0, i)
-        rec = msgspec.structs.replace(rec, payload={**rec.payload, "amount_cents": amount})
+        rec = rec.replace(payload={**rec.payload, "amount_cents": amount})
         times = op._times.get(merchant, [])
         mid_inserts += bool(times) and rec.event_us < times[-1]
         op.on_record(rec, out)
