@@ -49,6 +49,7 @@ COMPILED: tuple[str, ...] = (
     "streaming.hashing",
     "streaming.timeutil",
     "streaming.contracts.record",
+    "streaming.sources.raw",
     "streaming.contracts.canonical",
     "streaming.operators.base",
     "streaming.operators.identity",

@@ -62,7 +62,7 @@ class Record:
         unknown = set(changes) - set(FIELDS)
         if unknown:
             raise TypeError(f"Record has no field {', '.join(sorted(unknown))}")
-        values = dict(zip(FIELDS, self.as_tuple()))
+        values = dict(zip(FIELDS, self.as_tuple(), strict=True))
         values.update(changes)
         return Record(**values)
 
@@ -85,7 +85,7 @@ class Record:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{n}={v!r}" for n, v in zip(FIELDS, self.as_tuple()))
+        fields = ", ".join(f"{n}={v!r}" for n, v in zip(FIELDS, self.as_tuple(), strict=True))
         return f"Record({fields})"
 
 

@@ -22,6 +22,7 @@ from ..contracts.canonical import decoded_record
 from ..contracts.core import Contract, decode, quarantine_text
 from ..contracts.record import InvalidRecord, Record
 from ..operators.base import Emit, Quarantined
+from ..sources.raw import RawRecord
 from ..watermarks import InputWatermark
 from .checkpoints import tp_str
 
@@ -70,7 +71,7 @@ def lines_digest(lines: list[bytes]) -> str:
     return h.hexdigest()[:32]
 
 
-def range_digests(raws: list[Any]) -> dict[str, str]:
+def range_digests(raws: list[RawRecord]) -> dict[str, str]:
     """Per topic-partition ("topic:p"), the digest of the lines `raws` holds, in their order
     (what a replay checks its re-read lines against)."""
     lines: dict[str, list[bytes]] = {}
@@ -88,7 +89,7 @@ def range_digests(raws: list[Any]) -> dict[str, str]:
     return {k: lines_digest(v) for k, v in lines.items()}
 
 
-def drive_batch(raws: list[Any], op: Any, wms: dict[str, InputWatermark],
+def drive_batch(raws: list[RawRecord], op: Any, wms: dict[str, InputWatermark],
                 contracts: dict[str, Contract], out: Emit, positions: dict[TP, int],
                 names: dict[TP, str], trace: BatchTrace, on_clock: Any,
                 pending: list[list[Any]] | None, idleness: Idleness | None) -> None:

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
-import orjson
 
 from ..timeutil import NEG_INF, US_PER_HOUR, TimeFormatError, parse_utc_us, us_to_iso
+from .raw import RawRecord, json_object
 
 TP = tuple[str, int]
 
@@ -27,35 +27,6 @@ JUMP_LOOKAHEAD = 16  # later records read to tell an arrival jump from a resumed
 
 class SourceError(RuntimeError):
     pass
-
-
-class RawRecord(msgspec.Struct):
-    """One record as a source read it. (A C struct: one is built per record on the hot path,
-    and its constructor costs less than half a slotted dataclass's.)"""
-
-    topic: str
-    partition: int
-    offset: int
-    line: bytes
-    arrival_us: int  # the line's arrival time, or its predecessor's when it has none
-    # Set when the source itself judges the record unusable (reason, detail); the host
-    # quarantines it without validating. Today: `arrival_time_jump`.
-    fault: tuple[str, str] | None = None
-
-    @property
-    def obj(self) -> object:
-        """The line's JSON value, or the decode error (`json_object`): built only when asked
-        (the host decodes the line against its contract, not from this), so reading a
-        record costs no dict."""
-        return json_object(self.line)
-
-
-def json_object(line: bytes) -> object:
-    """A line's JSON value, or the `orjson.JSONDecodeError` when it is not JSON."""
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        return exc
 
 
 def object_arrival(obj: object, arrival_field: str) -> int | None:
