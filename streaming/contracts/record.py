@@ -4,7 +4,7 @@ share them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 # The fields in order: the constructor's positional order, what equality compares and what
 # `replace` copies.
@@ -13,7 +13,36 @@ FIELDS: tuple[str, ...] = ("topic", "partition", "offset", "id", "revision", "ke
                            "payload_json")
 
 
-class Record:
+class FieldValues:
+    """A record compared, and pickled, by its fields' values, as a msgspec struct is: the base
+    of the compiled core's record classes (this `Record`, and the sources' `RawRecord`)."""
+
+    __slots__ = ()
+
+    def as_tuple(self) -> tuple[Any, ...]:
+        """The fields' values in the constructor's order."""
+        raise NotImplementedError
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled by its fields (a compiled class has no instance dict to copy, and its
+        # constructor takes the fields in order).
+        return (type(self), self.as_tuple())
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.as_tuple() == cast(FieldValues, other).as_tuple()
+
+    def __ne__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.as_tuple() != cast(FieldValues, other).as_tuple()
+
+    # Mutable and compared by value: not hashable.
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Record(FieldValues):
     """A validated input record with its source position.
 
     A plain slotted class in the compiled core (streaming.native), not a msgspec struct: the
@@ -65,24 +94,6 @@ class Record:
         values = dict(zip(FIELDS, self.as_tuple(), strict=True))
         values.update(changes)
         return Record(**values)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Pickled by its fields, as the struct was (a compiled class has no instance dict to
-        # copy, and its constructor takes the fields).
-        return (Record, self.as_tuple())
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Record):
-            return NotImplemented
-        return self.as_tuple() == other.as_tuple()
-
-    def __ne__(self, other: object) -> bool:
-        if not isinstance(other, Record):
-            return NotImplemented
-        return self.as_tuple() != other.as_tuple()
-
-    # Mutable and compared by value, as the struct was: not hashable.
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{n}={v!r}" for n, v in zip(FIELDS, self.as_tuple(), strict=True))

@@ -8,14 +8,16 @@ from typing import Any
 
 import orjson
 
+from ..contracts.record import FieldValues
 
-class RawRecord:
+
+class RawRecord(FieldValues):
     """One record as a source read it.
 
     A plain slotted class compiled with the host, not a msgspec struct: the host's batch loop
     read each of a struct's fields through Python's generic attribute lookup, some 2% of a
     ledger worker's decode-and-operator instructions (docs/performance.md, twenty-eighth
-    round)."""
+    round). Mutable: the journal's replay sets `fault`."""
 
     __slots__ = ("topic", "partition", "offset", "line", "arrival_us", "fault")
 
@@ -39,23 +41,6 @@ class RawRecord:
 
     def as_tuple(self) -> tuple[Any, ...]:
         return (self.topic, self.partition, self.offset, self.line, self.arrival_us, self.fault)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Pickled by its fields (a compiled class has no instance dict to copy).
-        return (RawRecord, self.as_tuple())
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, RawRecord):
-            return NotImplemented
-        return self.as_tuple() == other.as_tuple()
-
-    def __ne__(self, other: object) -> bool:
-        if not isinstance(other, RawRecord):
-            return NotImplemented
-        return self.as_tuple() != other.as_tuple()
-
-    # Mutable (the journal's replay sets `fault`) and compared by value: not hashable.
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return "RawRecord(topic={!r}, partition={!r}, offset={!r}, line={!r}, " \
