@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-# The fields in order: the constructor's positional order, what equality compares and what
-# `replace` copies.
+# The fields in order: the slots, the constructor's positional order, what equality compares
+# and what `replace` copies.
 FIELDS: tuple[str, ...] = ("topic", "partition", "offset", "id", "revision", "key", "event_us",
                            "arrival_us", "payload", "payload_hash", "size", "times",
                            "payload_json")
@@ -51,8 +51,7 @@ class Record(FieldValues):
     lookup, some 10% of the join operator's instructions (docs/performance.md,
     twenty-eighth round)."""
 
-    __slots__ = ("topic", "partition", "offset", "id", "revision", "key", "event_us",
-                 "arrival_us", "payload", "payload_hash", "size", "times", "payload_json")
+    __slots__ = FIELDS
 
     def __init__(self, topic: str, partition: int, offset: int, id: str, revision: int,
                  key: str, event_us: int, arrival_us: int, payload: dict[str, Any],
