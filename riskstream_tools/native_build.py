@@ -1,4 +1,5 @@
-"""Builds the compiled core (streaming.native) in place with mypyc. `make setup` runs
+"""Builds the compiled core (streaming.native) in place: the modules mypyc compiles and the
+hand-written C beside them. `make setup` runs
 `python -m riskstream_tools.native_build ensure`, which builds unless the build is current; a
 build that fails there (no C compiler, say) leaves the package pure Python with a message
 instead of stopping the setup. `build` always raises. Build-time only: the runtime never
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mypyc.build import mypycify
-from setuptools import setup  # type: ignore[import-untyped]
+from setuptools import Extension, setup  # type: ignore[import-untyped]
 
 from streaming import native
 from streaming.native import COMPILED, GROUP, MANIFEST, ROOT
@@ -27,14 +28,17 @@ def build(opt_level: str = "3") -> dict[str, Path]:
     cwd = os.getcwd()
     os.chdir(ROOT)  # mypyc names modules by their path from the working directory
     try:
+        hand_written = [Extension(m, [c_source], extra_compile_args=[f"-O{opt_level}"])
+                        for m, c_source in native.HAND_WRITTEN.items()]
         setup(name="riskstream-native",
-              ext_modules=mypycify(sources, opt_level=opt_level, group_name=GROUP),
+              ext_modules=[*mypycify(sources, opt_level=opt_level, group_name=GROUP),
+                           *hand_written],
               script_args=["--quiet", "build_ext", "--inplace", "--build-temp", "build/native",
                            "--build-lib", "build/native-lib"])
     finally:
         os.chdir(cwd)
     built = native.extension_files()
-    missing = [m for m in (*COMPILED, native.GROUP_LIBRARY) if m not in built]
+    missing = [m for m in native.built_modules() if m not in built]
     if missing:
         raise RuntimeError(f"the native build did not produce {', '.join(missing)}")
     MANIFEST.write_text(json.dumps({"sources": native.source_hashes()}, indent=1) + "\n")

@@ -1,20 +1,42 @@
 """The project's content hash: blake2b-128 as hex (payload hashes, pair IDs, fact hashes).
 
 A module of its own so that the compiled core (streaming.native) calls it as a C function; the
-contracts re-export it as `streaming.contracts.digest`."""
+contracts re-export it as `streaming.contracts.digest`.
+
+Two implementations give the same text (tests/test_hashing.py): the core's hand-written C
+(`streaming/_blake2b.c`, one call per digest) where the compiled set is in use, and hashlib's
+blake2b where the package runs as Python, so a pure run uses no C of the project's own."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from hashlib import blake2b
 from typing import Final
+
+from . import native
 
 # A hasher at its initial state, copied for every digest: a copy is a copy of the state, where
 # the constructor parses its keyword arguments and sets up the parameter block each time.
 _INITIAL: Final = blake2b(digest_size=16)
 
 
-def digest(raw: bytes) -> str:
-    """blake2b-128 of `raw`, as 32 hex digits."""
+def _hashlib_hex128(raw: bytes | str) -> str:
     h = _INITIAL.copy()
-    h.update(raw)
+    h.update(raw.encode() if isinstance(raw, str) else raw)
     return h.hexdigest()
+
+
+def _chosen() -> Callable[[bytes | str], str]:
+    if native.active == "compiled":
+        from ._blake2b import hex128
+        return hex128
+    return _hashlib_hex128
+
+
+# Decided once, when the package's build is (streaming.native.select runs before this import).
+_HEX128: Final = _chosen()
+
+
+def digest(raw: bytes | str) -> str:
+    """blake2b-128 of `raw` (a text is hashed as its UTF-8), as 32 hex digits."""
+    return _HEX128(raw)

@@ -61,6 +61,9 @@ COMPILED: tuple[str, ...] = (
     "streaming.operators.receipts",
     "streaming.host.drive",
 )
+# Written in C by hand, not compiled from Python: the content hash (`streaming.hashing` uses it
+# when the compiled set is in use, hashlib otherwise). Module name -> its C source.
+HAND_WRITTEN: dict[str, str] = {"streaming._blake2b": "streaming/_blake2b.c"}
 # The shared library mypyc builds for the group lives inside the package, so it imports from
 # wherever the package does (an editable install maps packages, not the project root).
 GROUP = "streaming._native"
@@ -78,8 +81,19 @@ def source_path(module: str) -> Path:
     return ROOT.joinpath(*module.split(".")).with_suffix(".py")
 
 
-def source_hashes(modules: Sequence[str] = COMPILED) -> dict[str, str]:
-    return {m: hashlib.sha256(source_path(m).read_bytes()).hexdigest() for m in modules}
+def source_hashes(modules: Sequence[str] = (*COMPILED, *HAND_WRITTEN)) -> dict[str, str]:
+    return {m: hashlib.sha256(_source_file(m).read_bytes()).hexdigest() for m in modules}
+
+
+def _source_file(module: str) -> Path:
+    """The file a module of the build is made from: its `.py`, or the C of a hand-written one."""
+    c_source = HAND_WRITTEN.get(module)
+    return ROOT / c_source if c_source else source_path(module)
+
+
+def built_modules() -> tuple[str, ...]:
+    """Every extension module a whole build leaves in the package."""
+    return (*COMPILED, *HAND_WRITTEN, GROUP_LIBRARY)
 
 
 def extension_files() -> dict[str, Path]:
@@ -109,7 +123,7 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
 
 
 def _strays(found: dict[str, Path]) -> list[str]:
-    return sorted(m for m in found if m not in COMPILED and m != GROUP_LIBRARY)
+    return sorted(m for m in found if m not in built_modules())
 
 
 def decide(setting: str, found: dict[str, Path] | None = None) -> str:
@@ -125,10 +139,10 @@ def decide(setting: str, found: dict[str, Path] | None = None) -> str:
         return "pure: not built"
     recorded = json.loads(MANIFEST.read_text()).get("sources", {})
     current = source_hashes()
-    changed = [m for m in COMPILED if recorded.get(m) != current[m]]
+    changed = [m for m in current if recorded.get(m) != current[m]]
     if changed:
-        return f"pure: {source_path(changed[0]).relative_to(ROOT)} changed since the native build"
-    if any(m not in found for m in (*COMPILED, GROUP_LIBRARY)):
+        return f"pure: {_source_file(changed[0]).relative_to(ROOT)} changed since the native build"
+    if any(m not in found for m in built_modules()):
         return "pure: native build incomplete"
     return "compiled"
 

@@ -69,6 +69,24 @@ def test_a_source_changed_since_the_build_is_named_and_runs_pure(tmp_path, monke
     assert native.decide("off") == f"pure: {native.ENV_VAR}=off"
 
 
+def test_the_hand_written_c_is_part_of_the_build(tmp_path, monkeypatch):
+    # Its source is hashed with the Python ones, and its extension is required with theirs.
+    recorded = native.source_hashes()
+    assert set(recorded) == {*native.COMPILED, *native.HAND_WRITTEN}
+    manifest = tmp_path / "build.json"
+    manifest.write_text(json.dumps({"sources": {**recorded, "streaming._blake2b": "0" * 64}}))
+    monkeypatch.setattr(native, "MANIFEST", manifest)
+    assert native.decide("auto") == "pure: streaming/_blake2b.c changed since the native build"
+    manifest.write_text(json.dumps({"sources": recorded}))
+    found = native.extension_files()
+    if native.decide("auto", found) != "compiled":
+        if IN_CI:
+            pytest.fail("`make setup` must build the compiled core")
+        pytest.skip("compiled core not built here; `make setup` builds it")
+    found.pop("streaming._blake2b")
+    assert native.decide("auto", found) == "pure: native build incomplete"
+
+
 def test_an_extension_outside_the_set_is_named_and_runs_pure(tmp_path, monkeypatch):
     # Left by an earlier build of a longer list: it would shadow its source if used.
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]

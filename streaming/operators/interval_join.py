@@ -56,7 +56,7 @@ def _pair_id_escaped(rule_eid: str, payment_eid: str, payment_rev: int, signal_e
                      signal_rev: int) -> str:
     # The hashed text is the unambiguous composition of the five parts (see keys.compose).
     raw = f"{rule_eid}|{payment_eid}|{payment_rev}|{signal_eid}|{signal_rev}"
-    return digest(raw.encode())
+    return digest(raw)
 
 
 def pair_fact_key(payment_us: int, pid: str, action: str) -> str:
@@ -423,11 +423,11 @@ class IntervalJoin:
         # cached parts (see `payment_parts`).
         pp = p.payment_parts or self._payment_parts(p)
         sp = s.signal_parts or self._signal_parts(s)
-        pid = digest(f"{pp.pid_head}{sp.pid_tail}".encode())
+        pid = digest(f"{pp.pid_head}{sp.pid_tail}")
         pjson = f"{pp.pair_head}{pid}{pp.pair_mid}{sp.pair_tail}"
         out.facts.append(Fact(
             f"{pp.fact_key_head}{pid}|publish", "pair", f"{p.eid}|{s.eid}|{self._rule_eid}",
-            "current", None, digest(pjson.encode()), None, pjson))
+            "current", None, digest(pjson), None, pjson))
         p.matches[s.id] = pid
         s.matches[p.id] = pid
         self.counters["pairs_published"] += 1
@@ -458,7 +458,7 @@ class IntervalJoin:
         n = len(p.matches)
         pjson = f"{pp.outcome_head}{n}{pp.outcome_mid}{_STATUS_TAIL[status]}"
         out.facts.append(Fact(f"{pp.outcome_key_head}{seq}", "outcome", p.id, status, None,
-                              digest(pjson.encode()), None, pjson))
+                              digest(pjson), None, pjson))
 
     # ------------------------------------------------------------------ records
     def on_record(self, rec: Record, out: Emit) -> None:

@@ -1,0 +1,3 @@
+# The hand-written C module of the compiled core (streaming/_blake2b.c).
+
+def hex128(data: bytes | bytearray | memoryview | str, /) -> str: ...
