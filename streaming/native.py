@@ -5,7 +5,8 @@ The Python sources stay the one definition of every rule. `make setup` compiles 
 next to its source, which Python imports in preference to the `.py`, and the build records a
 hash of every source it compiled. The compiled modules call one another natively (a compiled
 operator reads a compiled `TimeQueue`'s fields as C struct members), so the set is used whole
-or not at all.
+or not at all. One module beside them is C written by hand (`HAND_WRITTEN`): the content hash,
+built with them, hashed into the same record of the build and used only with them.
 
 On import the package decides (`select`, called by `streaming/__init__`). The compiled set is
 used only when every source is unchanged since the build; otherwise every module of the set
