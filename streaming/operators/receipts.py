@@ -21,7 +21,7 @@ whatever the registry's pointer says by then."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from bisect import bisect_left
 from functools import lru_cache
@@ -141,36 +141,68 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
                   amount_7m: int, watermark_us: int, status: str, origin: str, reason: str,
                   predecessor_revision: int | None = None) -> Fact:
     """The one builder of decision facts (live scorer, reconciliation, re-pinning)."""
+    # What the overflow guard keeps out of state, and orjson refused too. The exact test only
+    # past the compiled int's machine range: fits_int64 compares against boxed 64-bit bounds.
+    if not (-_MACHINE_INT <= amount_7m <= _MACHINE_INT
+            and -_MACHINE_INT <= amount_cents <= _MACHINE_INT) and not (
+                fits_int64(amount_cents) and fits_int64(amount_7m)):
+        raise ValueError(f"decision for {receipt_id}: an amount leaves the 64-bit range")
     score, decision = model.scorer.score_receipt(count, amount_7m, amount_cents)
     occurred = us_to_iso(occurred_us)
-    # Built in sorted key order, so orjson writes the canonical (sorted) document as it goes;
-    # tests/test_receipts_fact_encoding.py checks it against a sorted encoding.
-    business = {
-        "amount_cents": amount_cents, "decision": decision, "feature_amount_7m": amount_7m,
-        "feature_count_7m": count, "merchant_id": merchant_id,
-        "model_revision": model.revision, "occurred_at": occurred, "origin": origin,
-        "reason": reason, "receipt_id": receipt_id, "score": score,
-        "scoring_revision": scoring_revision, "state_cutoff": occurred, "status": status,
-        "store_id": store_id,
-    }
+    # The canonical document (sorted keys, compact), written member by member in key order
+    # rather than built as a dict for orjson to walk: the dict and its encoding were a quarter
+    # of a decision's instructions (docs/performance.md, twenty-ninth round). Integers are
+    # their decimal digits (the overflow guard keeps every sum in the 64-bit range orjson
+    # allows); the texts and the score are spelled by orjson itself (`_json_text`, `_json`);
+    # an instant's text needs no escaping. tests/test_receipts_fact_encoding.py checks the
+    # result against a sorted orjson encoding of the dict, on generated decisions.
+    business = (
+        f'{{"amount_cents":{amount_cents},"decision":{_json_text(decision)},'
+        f'"feature_amount_7m":{amount_7m},"feature_count_7m":{count},'
+        f'"merchant_id":{_json_text(merchant_id)},'
+        f'"model_revision":{_json_text(model.revision)},"occurred_at":"{occurred}",'
+        f'"origin":{_json_text(origin)},"reason":{_json_text(reason)},'
+        f'"receipt_id":{_json(receipt_id)},"score":{_json(score)},'
+        f'"scoring_revision":{scoring_revision},"state_cutoff":"{occurred}",'
+        f'"status":{_json_text(status)},"store_id":{_json_text(store_id)}}}')
     # One canonical encoding serves both the hash and the stored JSON: the run field sorts
     # last, so the stored document is the hashed one with it appended before the closing brace
-    # (the bytes the sink's own sorted encoding of `payload` would give).
+    # (the text the sink's own sorted encoding of `payload` would give).
     # The fact carries that text only: its `payload` is decoded from it when something reads
     # it (a repair, a test); the sink stores the text as it is.
-    raw = orjson.dumps(business)
     pred = decision_key(receipt_id, predecessor_revision) if predecessor_revision else None
-    # Joined, not `+`: compiled, `bytes + bytes` leaks its left operand (mypyc 1.19 declares
-    # that it takes the reference over and its fast path never releases it).
     return Fact(decision_key(receipt_id, scoring_revision), KIND, receipt_id, status, None,
-                digest(raw), pred, b"".join((raw[:-1], _watermark_tail(watermark_us))).decode())
+                digest(business), pred, business[:-1] + _watermark_tail(watermark_us))
+
+
+def _json(value: object) -> str:
+    """A scalar as canonical JSON writes it."""
+    return orjson.dumps(value).decode()
+
+
+# Texts that recur from decision to decision (merchants, stores, the model's revision, the
+# decision words, statuses, origins and reasons) as JSON, kept rather than encoded again. Bounded: a
+# keyspace larger than this starts over, which costs encodings, never a wrong text.
+_TEXTS: Final[dict[str, str]] = {}  # Final: compiled, a static instead of a module lookup
+_TEXTS_MAX: Final = 4096
+# The largest magnitude the compiled int keeps as a machine integer (63-bit tagged).
+_MACHINE_INT: Final = (1 << 62) - 1
+
+
+def _json_text(value: str) -> str:
+    text = _TEXTS.get(value)
+    if text is None:
+        if len(_TEXTS) >= _TEXTS_MAX:
+            _TEXTS.clear()
+        text = _TEXTS[value] = orjson.dumps(value).decode()
+    return text
 
 
 @lru_cache(maxsize=64)
-def _watermark_tail(watermark_us: int) -> bytes:
+def _watermark_tail(watermark_us: int) -> str:
     """The watermark as the JSON tail `,"watermark":...}` (every decision of a batch carries
     the same one, so it is rendered once)."""
-    return b"".join((b',"watermark":', orjson.dumps(us_to_iso(watermark_us)), b"}"))
+    return f',"watermark":{_json(us_to_iso(watermark_us))}}}'
 
 
 class ReceiptScorer:
