@@ -9,7 +9,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from heapq import heappop, heappush
-from typing import Any
+from typing import Any, Final
 
 
 class Held:
@@ -136,21 +136,38 @@ class KeyedSide(Held):
         return {k: (len(v), v.bytes) for k, v in self.keys.items()}
 
 
+# How long the taken front of a TimeQueue's run may grow before it is cut off (see pop_time).
+_RUN_CUT: Final = 1024
+
+
 class TimeQueue:
     """(time, item) pairs taken out oldest first, equal times in item order: what a heap of
-    (time, item) tuples gives, kept as a heap of the distinct times (plain ints) and the items
-    at each time. A tuple heap compares tuples at every level of every push and pop (2.7 us a
-    pop and push against 0.5 us for ints, measured over 22,000 entries); ints compare in C.
+    (time, item) tuples gives, kept as the distinct times (plain ints) and the items at each
+    time. A tuple heap compares tuples at every level of every push and pop (2.7 us a pop and
+    push against 0.5 us for ints, measured over 22,000 entries); ints compare in C.
+
+    A queue whose times mostly come in increasing order (`mostly_ordered`: the join places
+    entries and they leave state roughly as time goes on, about four pushes in five in order)
+    holds them in two places: a run of times pushed in increasing order (`run`, taken from
+    `head` on, a read and a step each), and a heap of the others. A heap made each of them
+    walk its levels twice, in and out (docs/performance.md, twenty-ninth round). The oldest
+    time is the smaller of the two fronts; a time is in one of the two, never both. Any other
+    queue (the receipt scorer's, three pushes in four out of order) keeps every time in the
+    heap: there the run's comparisons cost more than it saved.
 
     A time with one item holds the item itself, not a list of one: most times hold one, and
     a list per time was an object the garbage collector walks on every full collection, where
     the tuples it replaced were untracked (a million of them in a receipt scorer's dedup
     horizon). Items are never lists."""
 
-    __slots__ = ("times", "items", "size")
+    __slots__ = ("run", "head", "heap", "items", "size", "mostly_ordered")
 
-    def __init__(self, pairs: Iterable[tuple[int, Any]] = ()) -> None:
-        self.times: list[int] = []
+    def __init__(self, pairs: Iterable[tuple[int, Any]] = (),
+                 mostly_ordered: bool = False) -> None:
+        self.mostly_ordered = mostly_ordered
+        self.run: list[int] = []  # increasing; run[head:] not taken yet (empty unless ordered)
+        self.head = 0
+        self.heap: list[int] = []  # the times pushed out of order
         self.items: dict[int, Any] = {}  # time -> its item, or a list of its items
         self.size = 0
         for t, item in pairs:
@@ -162,12 +179,27 @@ class TimeQueue:
     def push(self, t: Any, item: Any) -> None:
         # `t` is an int; typed Any so that the compiled core (streaming.native) keeps the
         # caller's int object instead of unboxing it and boxing a new one for the dict key and
-        # another for the heap: 64 bytes per push that the interpreter shares.
+        # another for the run or heap: 64 bytes per push that the interpreter shares.
         items = self.items
         at = items.get(t)
         if at is None:
             items[t] = item
-            heappush(self.times, t)
+            if not self.mostly_ordered:
+                heappush(self.heap, t)
+                self.size += 1
+                return
+            run = self.run
+            n = len(run)
+            time: int = t  # compared as a machine integer; `t` itself is what is stored
+            if self.head == n:  # the run is used up: it starts again at t
+                if n:
+                    run.clear()
+                    self.head = 0
+                run.append(t)
+            elif time > run[n - 1]:
+                run.append(t)
+            else:
+                heappush(self.heap, t)
         elif type(at) is list:
             at.append(item)
         else:
@@ -176,11 +208,30 @@ class TimeQueue:
 
     def first(self) -> int | None:
         """The oldest time held, or None when empty."""
-        return self.times[0] if self.times else None
+        run, heap, head = self.run, self.heap, self.head
+        if head < len(run):
+            return run[head] if not heap or run[head] < heap[0] else heap[0]
+        return heap[0] if heap else None
+
+    def has_before(self, bound: int) -> bool:
+        """Whether a time below `bound` is held (the oldest one is)."""
+        run, heap, head = self.run, self.heap, self.head
+        return (head < len(run) and run[head] < bound) or (len(heap) > 0 and heap[0] < bound)
 
     def pop_time(self) -> tuple[int, list[Any] | tuple[Any]]:
         """Take out the oldest time and its items, in item order."""
-        t = heappop(self.times)
+        run, heap, head = self.run, self.heap, self.head
+        if head < len(run) and (not heap or run[head] < heap[0]):
+            t = run[head]
+            head += 1
+            if head >= _RUN_CUT and 2 * head >= len(run):
+                # The taken front cut off once it is half the run: each time is moved at
+                # most once on average, and the run holds no more than twice what is left.
+                del run[:head]
+                head = 0
+            self.head = head
+        else:
+            t = heappop(heap)
         at = self.items.pop(t)
         if type(at) is not list:
             self.size -= 1
@@ -193,8 +244,7 @@ class TimeQueue:
         """Take out, in order, every pair with time < bound. The items of one time leave
         together: a pair the caller pushes while taking comes out in this walk if it is below
         the bound, after the items of the time being handed out."""
-        times = self.times
-        while times and times[0] < bound:
+        while self.has_before(bound):
             t, at = self.pop_time()
             for item in at:
                 yield t, item
@@ -205,7 +255,8 @@ class TimeQueue:
 
     def pairs(self) -> list[tuple[int, Any]]:
         """Every pair, in the order they would be taken out (for checkpoints and views)."""
-        return [(t, item) for t in sorted(self.times) for item in self._at(t)]
+        return [(t, item) for t in sorted(self.run[self.head:] + self.heap)
+                for item in self._at(t)]
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         return iter(self.pairs())

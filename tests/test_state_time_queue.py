@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import heapq
 
+import pytest
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,9 +16,9 @@ PAIRS = st.lists(st.tuples(st.integers(-5, 5), st.sampled_from("abcde")), max_si
 
 
 @settings(max_examples=300, deadline=None)
-@given(PAIRS, st.lists(st.integers(-6, 6), max_size=6), PAIRS, st.booleans())
-def test_taken_in_the_order_of_a_tuple_heap(first, bounds, later, anywhere):
-    queue, heap = TimeQueue(first), list(first)
+@given(PAIRS, st.lists(st.integers(-6, 6), max_size=6), PAIRS, st.booleans(), st.booleans())
+def test_taken_in_the_order_of_a_tuple_heap(first, bounds, later, anywhere, ordered):
+    queue, heap = TimeQueue(first, mostly_ordered=ordered), list(first)
     heapq.heapify(heap)
     assert len(queue) == len(heap) and queue.pairs() == sorted(heap)
     for bound in bounds:
@@ -44,11 +46,65 @@ def test_taken_in_the_order_of_a_tuple_heap(first, bounds, later, anywhere):
     assert queue.first() == (heap[0][0] if heap else None)
 
 
-def test_pop_time_hands_out_one_time_with_its_items_sorted():
-    queue = TimeQueue([(5, "b"), (3, "z"), (5, "a"), (3, "y"), (9, "c")])
+@pytest.mark.parametrize("ordered", [False, True])
+def test_pop_time_hands_out_one_time_with_its_items_sorted(ordered):
+    queue = TimeQueue([(5, "b"), (3, "z"), (5, "a"), (3, "y"), (9, "c")], mostly_ordered=ordered)
     assert queue.first() == 3
     assert queue.pop_time() == (3, ["y", "z"])  # several items at a time: a sorted list
     assert list(queue.pop_before(6)) == [(5, "a"), (5, "b")]
     assert len(queue) == 1 and queue.pairs() == [(9, "c")] and list(queue) == [(9, "c")]
     assert list(queue.pop_before(9)) == [] and queue.pop_time() == (9, ("c",))  # one item
     assert len(queue) == 0 and queue.first() is None
+
+
+# Times mostly increasing with some out of order, long enough to cut the run's taken front
+# (every 1,024 taken), and pops interleaved with pushes.
+MOSTLY_IN_ORDER = st.lists(st.tuples(st.integers(-3, 40), st.integers(0, 2)), min_size=1,
+                           max_size=3000)
+
+
+@settings(max_examples=60, deadline=None)
+@given(MOSTLY_IN_ORDER, st.booleans())
+def test_a_long_mostly_ordered_walk_matches_the_tuple_heap(steps, ordered):
+    queue, heap = TimeQueue(mostly_ordered=ordered), []
+    now = 0
+    for n, (step, pops) in enumerate(steps):
+        # Usually a little later than the last push, sometimes earlier (step < 0), and equal
+        # times now and then (step 0).
+        now += step
+        queue.push(now, n)
+        heapq.heappush(heap, (now, n))
+        for _ in range(pops if n % 3 else 0):
+            if not heap:
+                break
+            t, items = queue.pop_time()
+            want = [heapq.heappop(heap)]
+            while heap and heap[0][0] == want[0][0]:
+                want.append(heapq.heappop(heap))
+            assert (t, list(items)) == (want[0][0], [i for _, i in want])
+        assert len(queue) == len(heap)
+        assert queue.first() == (heap[0][0] if heap else None)
+        assert queue.has_before(now) == (bool(heap) and heap[0][0] < now)
+    assert queue.pairs() == sorted(heap)
+
+
+def test_times_pushed_in_order_never_enter_the_heap():
+    queue = TimeQueue(((t, f"e{t}") for t in range(5000)), mostly_ordered=True)
+    assert queue.heap == [] and len(queue.run) == 5000
+    taken = [queue.pop_time() for _ in range(3000)]
+    assert taken == [(t, (f"e{t}",)) for t in range(3000)]
+    # The taken front was cut as it grew: the run holds at most twice what is left.
+    assert len(queue.run) - queue.head == 2000 and len(queue.run) <= 2 * 2000 + 1024
+    queue.push(10, "late")  # below the run's end: into the heap, and taken first
+    assert queue.heap == [10] and queue.first() == 10 and queue.has_before(11)
+    assert not queue.has_before(10)
+    assert queue.pop_time() == (10, ("late",)) and queue.first() == 3000
+    while len(queue):
+        queue.pop_time()
+    queue.push(7, "again")  # the run was used up: it starts again, below where it ended
+    assert queue.run[queue.head:] == [7] and queue.heap == [] and queue.first() == 7
+
+
+def test_a_queue_not_declared_ordered_keeps_every_time_in_its_heap():
+    queue = TimeQueue((t, t) for t in range(100))
+    assert queue.run == [] and sorted(queue.heap) == list(range(100))

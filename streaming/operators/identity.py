@@ -50,11 +50,13 @@ class IdentityIndex:
     __slots__ = ("rows", "time_slot", "where_slot", "candidates", "changed")
 
     def __init__(self, time_slot: int, where_slot: int | None = None,
-                 track_changes: bool = False) -> None:
+                 track_changes: bool = False, ordered_candidates: bool = False) -> None:
         self.rows: dict[str, list[Any]] = {}
         self.time_slot = time_slot
         self.where_slot = where_slot
-        self.candidates = TimeQueue()  # (event time, id)
+        # (event time, id); `ordered_candidates` when they are named mostly in time order (an
+        # operator naming them as its entries leave state: see TimeQueue).
+        self.candidates = TimeQueue(mostly_ordered=ordered_candidates)
         # With `track_changes`: the IDs remembered, changed or forgotten since the operator's
         # last checkpoint took them (operators.changes), in the order first changed, each with
         # its row as it stands (the row object `rows` holds; None once forgotten). Every change
@@ -124,11 +126,10 @@ class IdentityIndex:
         """Forget the candidates with event time < bound whose rows are as they were when
         named (same event time, not live). Returns how many were forgotten."""
         queue, rows = self.candidates, self.rows
-        times = queue.times
         ts, ws = self.time_slot, self.where_slot
         changed = self.changed
         forgotten = 0
-        while times and times[0] < bound:
+        while queue.has_before(bound):
             t, eids = queue.pop_time()
             for eid in eids:
                 row = rows.get(eid)
@@ -145,7 +146,7 @@ class IdentityIndex:
         """Restore rows and eviction candidates from a checkpoint (which holds them all: no
         change since it is left to record)."""
         self.rows = {k: list(v) for k, v in rows.items()}
-        self.candidates = TimeQueue(candidates)
+        self.candidates = TimeQueue(candidates, self.candidates.mostly_ordered)
         if self.changed is not None:
             self.changed.clear()
 

@@ -252,14 +252,17 @@ class Side:
         self.lower = lower
         self.upper = upper
         self.state = KeyedSide(topic)
-        self.ids = IdentityIndex(time_slot=ID_T, where_slot=ID_WHERE)
+        # Identities become candidates for forgetting as their entries leave state, in about
+        # the order they were placed.
+        self.ids = IdentityIndex(time_slot=ID_T, where_slot=ID_WHERE, ordered_candidates=True)
         self.live: dict[str, Entry] = {}
         self.evicted_max: dict[str, int] = {}
         # Largest evicted_max of any key whose entry was dropped: a safe bound for missing keys.
         self.dropped_max = NEG_INF
         # Event times of queued records per key: a late event near one must not join live.
         self.queued: dict[str, list[int]] = {}
-        self.eviction_order = TimeQueue()  # (event time, key) per entry placed
+        # (event time, key) per entry placed: mostly in time order.
+        self.eviction_order = TimeQueue(mostly_ordered=True)
         self.wm = NEG_INF  # this input's watermark
 
 
@@ -587,12 +590,11 @@ class IntervalJoin:
             other = self._other[topic]
             bound = POS_INF if wm >= POS_INF else wm - other.upper
             queue = other.eviction_order
-            times = queue.times
-            if times and times[0] < bound:
+            if queue.has_before(bound):
                 # The queue holds one (time, key) per entry placed; the first pop of a key
                 # evicts all of its entries below the bound, so its later pops are skipped.
                 done = set()
-                while times and times[0] < bound:
+                while queue.has_before(bound):
                     for key in queue.pop_time()[1]:
                         if key not in done:
                             done.add(key)

@@ -481,8 +481,8 @@ class ReceiptScorer:
             return
         self.wm = wm
         pending = self.pending
-        times = pending.times
-        while times and times[0] <= wm:
+        due = wm + 1  # every receipt at or before the watermark
+        while pending.has_before(due):
             for rid in pending.pop_time()[1]:
                 self._score(self.entries[rid], self.merchant_of[rid], out)
         self._evict_below(wm - RETENTION_US if wm < POS_INF else POS_INF)
@@ -490,8 +490,7 @@ class ReceiptScorer:
     def _evict_below(self, bound: int) -> None:
         queue, deads = self._evict, self._dead
         entries, merchant_of, held = self.entries, self.merchant_of, self.held
-        first = queue.times
-        while first and first[0] < bound:
+        while queue.has_before(bound):
             t, merchants = queue.pop_time()
             for merchant in merchants:
                 times = self._times.get(merchant)
