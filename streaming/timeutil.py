@@ -17,6 +17,9 @@ US_PER_DAY: Final = 24 * US_PER_HOUR
 # Sentinels for "no watermark yet" and "end of stream"; far outside any real event time.
 NEG_INF: Final = -(2**62)
 POS_INF: Final = 2**62
+# The largest finite time: `us > _LAST_FINITE` is `us >= POS_INF`, but compiled it compares
+# machine integers, where POS_INF (one past the compiled int's machine range) is an object.
+_LAST_FINITE: Final = (1 << 62) - 1
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -134,7 +137,7 @@ def us_to_iso(us: int | None) -> str | None:
         return None
     if us <= NEG_INF:
         return "-inf"
-    if us >= POS_INF:
+    if us > _LAST_FINITE:  # us >= POS_INF, compared as machine integers
         return "+inf"
     # Floor division and remainder, not divmod: compiled, they are integer operations where
     # divmod is a call that builds a tuple (the compiled function ran slower than the
@@ -153,16 +156,19 @@ def us_to_iso(us: int | None) -> str | None:
     micros = rem - secs * US_PER_S
     minute = secs // 60
     # Table lookups, not format specs: `:02d` costs a format call per field; the microseconds
-    # are the last six digits of 1,000,000 + micros.
+    # are their thousands and the rest, three digits each (`str(1_000_000 + micros)[1:]` made
+    # a string and a slice of it).
     if micros:
+        millis = micros // 1000
         return (f"{date}T{_HHMM[minute]}{_TWO_DIGITS[secs - minute * 60]}."
-                f"{str(1_000_000 + micros)[1:]}Z")
+                f"{_THREE_DIGITS[millis]}{_THREE_DIGITS[micros - millis * 1000]}Z")
     return f"{date}T{_HHMM[minute]}{_TWO_DIGITS[secs - minute * 60]}Z"
 
 
 # "HH:MM:" by minute of the day, and "SS" by second.
 _HHMM: Final = [f"{m // 60:02d}:{m % 60:02d}:" for m in range(24 * 60)]
 _TWO_DIGITS: Final = [f"{n:02d}" for n in range(60)]
+_THREE_DIGITS: Final = [f"{n:03d}" for n in range(1000)]
 
 
 def iso(dt: datetime) -> str:
