@@ -7,7 +7,8 @@ import sys
 
 import orjson
 
-from streaming.operators.base import ACCEPTED, ARCHIVE_ROW, DUPLICATE, Emit, archive_row
+from streaming.operators.base import (ACCEPTED, ARCHIVE_ROW, DUPLICATE, Emit, archive_row,
+                                      fits_int64)
 from streaming.store.ops import ARCHIVE_ROW as STORE_ARCHIVE_ROW
 
 from .joinutil import pay, record
@@ -48,3 +49,12 @@ def test_a_record_without_its_json_is_archived_with_the_canonical_encoding():
     (row,) = [dict(zip(ARCHIVE_ROW, archive_row("join", 5, rec, ACCEPTED), strict=True))]
     assert row["payload"] == orjson.dumps(rec.payload, option=orjson.OPT_SORT_KEYS).decode()
     assert row["batch_seq"] == 5 and row["event_id"] == "p-2"
+
+
+def test_fits_int64_is_exact_on_both_sides_of_the_machine_range():
+    # Within the compiled int's machine range the answer is decided there; past it the 64-bit
+    # bounds decide, at and beyond each edge.
+    for value in (0, 1, -1, 2**62 - 1, -(2**62) + 1, 2**62, -(2**62), 2**63 - 1, -(2**63)):
+        assert fits_int64(value), value
+    for value in (2**63, -(2**63) - 1, 2**64, -(2**70)):
+        assert not fits_int64(value), value

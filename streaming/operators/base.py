@@ -26,8 +26,23 @@ INT64_MAX: Final = 2**63 - 1
 AGGREGATE_OVERFLOW: Final = "aggregate_overflow"
 
 
+# The largest magnitude the compiled int holds as a machine integer (63-bit tagged); the 64-bit
+# bounds lie past it, so comparing with them goes through int objects.
+_MACHINE_INT: Final = (1 << 62) - 1
+
+
 def fits_int64(value: int) -> bool:
+    # Compiled, a value within the machine range is decided by machine comparisons (nearly
+    # every one); only past it are the 64-bit bounds compared as objects.
+    if -_MACHINE_INT <= value <= _MACHINE_INT:
+        return True
     return INT64_MIN <= value <= INT64_MAX
+
+
+def json_scalar(value: object) -> str:
+    """A scalar as canonical JSON writes it, inside an object as anywhere else: the pieces
+    operators join into a fact's JSON text instead of building a dict for it."""
+    return orjson.dumps(value).decode()
 
 
 @dataclass(slots=True, init=False)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any, Final, NamedTuple
 import heapq
-import orjson
 from bisect import bisect_left, insort
 from collections.abc import Iterable
 from operator import attrgetter
@@ -28,7 +27,7 @@ from ..hashing import digest
 from ..keys import compose, escape
 from ..state import KeyedSide, TimeQueue
 from ..timeutil import NEG_INF, POS_INF, US_PER_MIN, us_to_iso
-from .base import ACCEPTED, ROUTED, Emit, Fact, QueueEntry
+from .base import ACCEPTED, ROUTED, Emit, Fact, QueueEntry, json_scalar
 from .identity import CORRECTION, LIVE, REV, IdentityIndex, settle
 
 RULE_VERSION: Final = "ij-v1:-47m..+8m"
@@ -106,11 +105,6 @@ def outcome_payload(payment_id: str, payment_rev: int, merchant_id: str, payment
 # the definition; the parts are checked against them byte for byte
 # (tests/test_interval_join_parts.py).
 
-def _json(value: object) -> str:
-    """A scalar as canonical JSON writes it, inside an object as anywhere else."""
-    return orjson.dumps(value).decode()
-
-
 # The parts are plain classes, not named tuples: compiled, a named tuple was built by its
 # interpreted `__new__` (docs/performance.md, fifteenth round).
 class PaymentParts:
@@ -144,10 +138,10 @@ def payment_parts(rule_json: str, rule_eid: str, payment_eid: str, payment_id: s
     match_count < merchant_id < pair_id < payment_id < payment_rev < payment_time <
     rule_version < score < signal_* < status; each value as canonical JSON writes it (the
     revision, an int, is its decimal digits)."""
-    amount = '{"amount_cents":' + _json(amount_cents)
-    merchant = '"merchant_id":' + _json(merchant_id)
-    body = (f'"payment_id":{_json(payment_id)},"payment_rev":{payment_rev},'
-            f'"payment_time":{_json(payment_time)},"rule_version":{rule_json}')
+    amount = '{"amount_cents":' + json_scalar(amount_cents)
+    merchant = '"merchant_id":' + json_scalar(merchant_id)
+    body = (f'"payment_id":{json_scalar(payment_id)},"payment_rev":{payment_rev},'
+            f'"payment_time":{json_scalar(payment_time)},"rule_version":{rule_json}')
     return PaymentParts(
         f'{amount},{merchant},"pair_id":"', f'",{body},',
         f"{rule_eid}|{payment_eid}|{payment_rev}|",
@@ -158,13 +152,13 @@ def payment_parts(rule_json: str, rule_eid: str, payment_eid: str, payment_id: s
 
 def signal_parts(signal_eid: str, signal_id: str, signal_rev: int, signal_time: str,
                  score: float | None) -> SignalParts:
-    tail = (f'"score":{_json(score)},"signal_id":{_json(signal_id)},"signal_rev":{signal_rev},'
-            f'"signal_time":{_json(signal_time)}}}')
+    tail = (f'"score":{json_scalar(score)},"signal_id":{json_scalar(signal_id)},'
+            f'"signal_rev":{signal_rev},"signal_time":{json_scalar(signal_time)}}}')
     return SignalParts(tail, f"{signal_eid}|{signal_rev}")
 
 
 # An outcome's status is one of three words: its JSON text and the closing brace, once.
-_STATUS_TAIL = {status: orjson.dumps(status).decode() + "}"
+_STATUS_TAIL = {status: json_scalar(status) + "}"
                 for status in ("provisional", "retracted", "final")}
 
 
@@ -278,7 +272,7 @@ class IntervalJoin:
         self.ttl = ttl_us
         self.rule_version = rule_version
         self._rule_eid = escape(rule_version)
-        self._rule_json = _json(rule_version)
+        self._rule_json = json_scalar(rule_version)
         self.identity_retention = identity_retention_us
         self._pruned_at = NEG_INF
         self.payments = Side(PAYMENTS, lower_us, upper_us)

@@ -35,7 +35,7 @@ from ..models.registry import Model
 from ..state import Held, TimeQueue
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, INT64_MAX, ROUTED, Emit, Fact,
-                   QueueEntry, fits_int64)
+                   QueueEntry, fits_int64, json_scalar)
 from .changes import RowChanges, SnapshotParts
 from .identity import IdentityIndex, settle
 
@@ -141,11 +141,8 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
                   amount_7m: int, watermark_us: int, status: str, origin: str, reason: str,
                   predecessor_revision: int | None = None) -> Fact:
     """The one builder of decision facts (live scorer, reconciliation, re-pinning)."""
-    # What the overflow guard keeps out of state, and orjson refused too. The exact test only
-    # past the compiled int's machine range: fits_int64 compares against boxed 64-bit bounds.
-    if not (-_MACHINE_INT <= amount_7m <= _MACHINE_INT
-            and -_MACHINE_INT <= amount_cents <= _MACHINE_INT) and not (
-                fits_int64(amount_cents) and fits_int64(amount_7m)):
+    # What the overflow guard keeps out of state, and orjson refused too.
+    if not (fits_int64(amount_cents) and fits_int64(amount_7m)):
         raise ValueError(f"decision for {receipt_id}: an amount leaves the 64-bit range")
     score, decision = model.scorer.score_receipt(count, amount_7m, amount_cents)
     occurred = us_to_iso(occurred_us)
@@ -153,7 +150,7 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     # rather than built as a dict for orjson to walk: the dict and its encoding were a quarter
     # of a decision's instructions (docs/performance.md, twenty-ninth round). Integers are
     # their decimal digits (the overflow guard keeps every sum in the 64-bit range orjson
-    # allows); the texts and the score are spelled by orjson itself (`_json_text`, `_json`);
+    # allows); the texts and the score are spelled by orjson itself (`_json_text`, `json_scalar`);
     # an instant's text needs no escaping. tests/test_receipts_fact_encoding.py checks the
     # result against a sorted orjson encoding of the dict, on generated decisions.
     business = (
@@ -162,7 +159,7 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
         f'"merchant_id":{_json_text(merchant_id)},'
         f'"model_revision":{_json_text(model.revision)},"occurred_at":"{occurred}",'
         f'"origin":{_json_text(origin)},"reason":{_json_text(reason)},'
-        f'"receipt_id":{_json(receipt_id)},"score":{_json(score)},'
+        f'"receipt_id":{json_scalar(receipt_id)},"score":{json_scalar(score)},'
         f'"scoring_revision":{scoring_revision},"state_cutoff":"{occurred}",'
         f'"status":{_json_text(status)},"store_id":{_json_text(store_id)}}}')
     # One canonical encoding serves both the hash and the stored JSON: the run field sorts
@@ -175,18 +172,11 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
                 digest(business), pred, business[:-1] + _watermark_tail(watermark_us))
 
 
-def _json(value: object) -> str:
-    """A scalar as canonical JSON writes it."""
-    return orjson.dumps(value).decode()
-
-
 # Texts that recur from decision to decision (merchants, stores, the model's revision, the
 # decision words, statuses, origins and reasons) as JSON, kept rather than encoded again. Bounded: a
 # keyspace larger than this starts over, which costs encodings, never a wrong text.
 _TEXTS: Final[dict[str, str]] = {}  # Final: compiled, a static instead of a module lookup
 _TEXTS_MAX: Final = 4096
-# The largest magnitude the compiled int keeps as a machine integer (63-bit tagged).
-_MACHINE_INT: Final = (1 << 62) - 1
 
 
 def _json_text(value: str) -> str:
@@ -194,7 +184,7 @@ def _json_text(value: str) -> str:
     if text is None:
         if len(_TEXTS) >= _TEXTS_MAX:
             _TEXTS.clear()
-        text = _TEXTS[value] = orjson.dumps(value).decode()
+        text = _TEXTS[value] = json_scalar(value)
     return text
 
 
@@ -202,7 +192,7 @@ def _json_text(value: str) -> str:
 def _watermark_tail(watermark_us: int) -> str:
     """The watermark as the JSON tail `,"watermark":...}` (every decision of a batch carries
     the same one, so it is rendered once)."""
-    return f',"watermark":{_json(us_to_iso(watermark_us))}}}'
+    return f',"watermark":{json_scalar(us_to_iso(watermark_us))}}}'
 
 
 class ReceiptScorer:
