@@ -6,8 +6,11 @@ the edges (contracts in, facts out)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Final, overload
+
+from . import native
 
 US_PER_S: Final = 1_000_000
 US_PER_MIN: Final = 60 * US_PER_S
@@ -131,14 +134,26 @@ def us_to_iso(us: None) -> None: ...
 def us_to_iso(us: int | None) -> str | None:
     """Render microseconds as ISO-8601 UTC with a trailing Z (seconds precision when exact).
 
-    Hot path (every fact carries event times): the date part is cached per day and the
-    time of day is plain integer arithmetic."""
+    Hot path (every fact carries event times). Where the compiled core is in use, the text is
+    written by its C twin (`streaming/_texts.c`, one call); otherwise, and for an instant
+    outside years 1-9999, here: the date part is cached per day and the time of day is plain
+    integer arithmetic."""
     if us is None:
         return None
     if us <= NEG_INF:
         return "-inf"
     if us > _LAST_FINITE:  # us >= POS_INF, compared as machine integers
         return "+inf"
+    iso_utc = _ISO_UTC
+    if iso_utc is not None:
+        text = iso_utc(us)
+        if text is not None:
+            return text
+    return _py_us_to_iso(us)
+
+
+def _py_us_to_iso(us: int) -> str:
+    """`us_to_iso` of a finite instant, in Python (the C twin's reference)."""
     # Floor division and remainder, not divmod: compiled, they are integer operations where
     # divmod is a call that builds a tuple (the compiled function ran slower than the
     # interpreted one with it). The remainder, not `us - day * US_PER_DAY`: a product with a
@@ -169,6 +184,17 @@ def us_to_iso(us: int | None) -> str | None:
 _HHMM: Final = [f"{m // 60:02d}:{m % 60:02d}:" for m in range(24 * 60)]
 _TWO_DIGITS: Final = [f"{n:02d}" for n in range(60)]
 _THREE_DIGITS: Final = [f"{n:03d}" for n in range(1000)]
+
+
+def _iso_utc_chosen() -> Callable[[int], str | None] | None:
+    if native.active == "compiled":
+        from ._texts import iso_utc
+        return iso_utc
+    return None
+
+
+# Decided once, when the package's build is (streaming.native.select runs before this import).
+_ISO_UTC: Final = _iso_utc_chosen()
 
 
 def iso(dt: datetime) -> str:

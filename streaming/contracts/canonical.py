@@ -6,14 +6,16 @@ general path (core.validate), which judges it field by field for its quarantine 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import orjson
 
+from .. import native
 from ..hashing import digest
-from ..timeutil import US_PER_MIN
+from ..timeutil import US_PER_MIN, us_to_iso
 from . import bounds as B
 from . import reasons as R
 from .record import InvalidRecord, Record
@@ -29,14 +31,43 @@ CLOCK_FAULT_US: Final = 5 * US_PER_MIN
 
 _UTC: Final = timezone.utc
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=_UTC)
-_ONE_US: Final = timedelta(microseconds=1)
 _FORBIDDEN: Final = B.FORBIDDEN_ID_CHAR
-_ENCODE: Final = msgspec.json.encode
 _ASDICT: Final = msgspec.structs.asdict
 _SORTED: Final = orjson.OPT_SORT_KEYS
-MIN_US: Final = (B.MIN_INSTANT - _EPOCH) // _ONE_US
-MAX_US: Final = (B.MAX_INSTANT - _EPOCH) // _ONE_US
 _DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
+
+
+def py_instant_us(v: datetime) -> int:
+    """Microseconds since the epoch of an aware datetime, in Python (the C twin's reference)."""
+    d = v - _EPOCH
+    # Typed, so the arithmetic is on C integers rather than int objects.
+    days: i64 = d.days
+    seconds: i64 = d.seconds
+    micros: i64 = d.microseconds
+    return (days * 86400 + seconds) * 1_000_000 + micros
+
+
+def py_ids_in_alphabet(ids: tuple[str, ...]) -> bool:
+    """Whether every ID is in the alphabet, in Python (the C twin's reference): one search
+    over all of them joined (msgspec's per-field `pattern` costs a Python call each)."""
+    return _FORBIDDEN.search("".join(ids)) is None
+
+
+def _chosen() -> tuple[Callable[[datetime], int], Callable[[tuple[str, ...]], bool]]:
+    if native.active == "compiled":
+        from .._texts import ids_in_alphabet, instant_us
+        return instant_us, ids_in_alphabet
+    return py_instant_us, py_ids_in_alphabet
+
+
+# Where the compiled core is in use, its hand-written C (streaming/_texts.c): an instant and
+# the ID check were several interpreter calls per field (docs/performance.md, thirtieth round).
+# Decided once, when the package's build is (streaming.native.select runs before this import).
+_CHOSEN: Final = _chosen()
+_INSTANT_US: Final = _CHOSEN[0]
+_IDS_IN_ALPHABET: Final = _CHOSEN[1]
+MIN_US: Final = py_instant_us(B.MIN_INSTANT)
+MAX_US: Final = py_instant_us(B.MAX_INSTANT)
 
 
 class DecodePlan:
@@ -78,7 +109,7 @@ def record_of(c: DecodePlan, s: msgspec.Struct, partition: int, offset: int,
     """The Record of a struct the decoder accepted; None when an ID has a character outside
     the alphabet or an instant lies outside the UTC range (the caller then judges the object
     field by field). Raises InvalidRecord for a record-level defect."""
-    if _FORBIDDEN.search("".join(c.ids_of(s))):
+    if not _IDS_IN_ALPHABET(c.ids_of(s)):
         return None
     payload: dict[str, Any] = _ASDICT(s)
     times: dict[str, Any] = {}
@@ -87,22 +118,15 @@ def record_of(c: DecodePlan, s: msgspec.Struct, partition: int, offset: int,
         if v is None:
             times[name] = None
             continue
-        d = v - _EPOCH
-        # Typed, so the arithmetic is on C integers rather than int objects.
-        days: i64 = d.days
-        seconds: i64 = d.seconds
-        micros: i64 = d.microseconds
-        us: i64 = (days * 86400 + seconds) * 1_000_000 + micros
+        us: i64 = _INSTANT_US(v)
         if not MIN_US <= us <= MAX_US:
             return None
         times[name] = us
         if in_payload:
-            # The one spelling of an instant: UTC, `Z`, microseconds only when non-zero,
-            # formatted by msgspec in C (`datetime.isoformat` costs several times more). The
-            # decoder gives Z and +00:00 the UTC zone; any other offset is moved to UTC first.
-            if v.tzinfo is not _UTC:
-                v = _EPOCH + timedelta(microseconds=int(us))
-            payload[name] = _ENCODE(v)[1:-1].decode()
+            # The one spelling of an instant: UTC, `Z`, microseconds only when non-zero (the
+            # text msgspec's encoder gives a UTC datetime; tests/test_timeutil.py holds
+            # `us_to_iso` to it). An instant in another zone is written in UTC.
+            payload[name] = us_to_iso(us)
     # Both time fields are required by every contract's struct: never None here. Read back as
     # the objects the times hold (not unboxed): the Record then shares them, as state that
     # keeps a record's times does, instead of holding copies.

@@ -19,6 +19,34 @@ LOG1P_DOLLARS: Final = "log1p_dollars"  # log1p of whole dollars, negatives as 0
 TRANSFORMS: Final = (IDENTITY, LOG1P_DOLLARS)
 
 
+# 10**d as floats, exact for every d here: the scales `rounded_probability` works at.
+_SCALES: Final = [10.0**d for d in range(7)]
+# How far from a tie the scaled value must be for its rounding direction to be certain: the
+# product p * 10**d is within half an ulp of 10**6 (1.2e-10 / 2) of its exact value.
+_TIE_MARGIN: Final = 1e-6
+
+
+def rounded_probability(p: float, decimals: int) -> float:
+    """`round(p, decimals)`, exactly, for a probability: the same float, one multiplication
+    and one division instead of round()'s correctly rounded decimal conversion and its parse
+    back (2,600 of a decision's instructions; docs/performance.md, thirtieth round).
+
+    Round() gives the float nearest the decimal with `decimals` digits nearest p (ties to
+    even). Scaled by 10**d (d <= 6), p's product is off its exact value by less than 1e-10, so
+    when its fraction is further than _TIE_MARGIN from one half, the nearest integer r is
+    certain; r and 10**d are exact floats, and their quotient, rounded once by the division,
+    is the float nearest r / 10**d: round()'s answer. Near a tie, outside (0, 1] (either zero and
+    a NaN included) or at more decimals, round() itself decides."""
+    if 0 <= decimals <= 6 and 0.0 < p <= 1.0:
+        scale = _SCALES[decimals]
+        y = p * scale
+        whole = float(int(y))  # y >= 0: truncation is the floor
+        frac = y - whole
+        if abs(frac - 0.5) > _TIE_MARGIN:
+            return (whole + 1.0 if frac > 0.5 else whole) / scale
+    return round(p, decimals)
+
+
 def transformed(transform: str, x: int) -> float:
     """A feature's value after its preprocessing transform (one of TRANSFORMS)."""
     if transform == LOG1P_DOLLARS:
@@ -62,7 +90,7 @@ class LogisticScorer:
         for slot, transform, weight, center, scale in self.slots:
             x = count if slot == 0 else amount_7m if slot == 1 else amount_cents
             z += weight * (transformed(transform, x) - center) / scale
-        p: float = round(1.0 / (1.0 + math.exp(-z)), self.decimals)
+        p = rounded_probability(1.0 / (1.0 + math.exp(-z)), self.decimals)
         if p >= self.decline_at:
             return p, "decline"
         if p >= self.review_at:

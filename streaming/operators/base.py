@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 import orjson
 
+from .. import native
 from ..contracts import Record, canonical_hash
 
 # Dispositions of a valid record; with `quarantined` they close the accounting:
@@ -41,8 +43,29 @@ def fits_int64(value: int) -> bool:
 
 def json_scalar(value: object) -> str:
     """A scalar as canonical JSON writes it, inside an object as anywhere else: the pieces
-    operators join into a fact's JSON text instead of building a dict for it."""
+    operators join into a fact's JSON text instead of building a dict for it.
+
+    Where the compiled core is in use, a text that needs no escape (IDs, instants: nearly
+    every one) is put in quotes by its C (`streaming/_texts.c`, one call, where orjson's
+    encoding and the decode of its bytes were two; docs/performance.md, thirtieth round); any
+    other value, and every value in a pure run, goes through orjson."""
+    quoted = _JSON_QUOTED
+    if quoted is not None and isinstance(value, str):
+        text = quoted(value)
+        if text is not None:
+            return text
     return orjson.dumps(value).decode()
+
+
+def _json_quoted_chosen() -> Callable[[str], str | None] | None:
+    if native.active == "compiled":
+        from .._texts import json_quoted
+        return json_quoted
+    return None
+
+
+# Decided once, when the package's build is (streaming.native.select runs before this import).
+_JSON_QUOTED: Final = _json_quoted_chosen()
 
 
 @dataclass(slots=True, init=False)

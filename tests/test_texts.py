@@ -1,0 +1,184 @@
+"""The decoder's hand-written C (streaming/_texts.c) against its Python twins: an aware
+datetime's microseconds in any zone, the canonical text of every instant of years 1-9999 (and
+None outside them), and the ID alphabet over generated texts; the decoder and `us_to_iso` use
+the C exactly when the compiled set is in use."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from datetime import UTC, datetime, timedelta, timezone
+
+import msgspec
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streaming import native, timeutil
+from streaming.contracts import bounds as B
+from streaming.contracts import canonical
+from streaming.operators import base
+
+from .conftest import IN_CI
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_FIRST_US = canonical.py_instant_us(B.MIN_INSTANT)
+_LAST_US = canonical.py_instant_us(B.MAX_INSTANT)
+
+
+@pytest.fixture(scope="module")
+def c():
+    decision = native.decide("auto")
+    if decision != "compiled":
+        if IN_CI:
+            pytest.fail(f"`make setup` must build the compiled core; it is {decision}")
+        pytest.skip(f"compiled core not built here ({decision}); `make setup` builds it")
+    return importlib.import_module("streaming._texts")
+
+
+# Offsets a datetime may carry: UTC itself, and fixed zones to a day either side in minutes
+# and seconds (timezone allows any offset strictly within a day).
+_zones = st.one_of(
+    st.just(UTC),
+    st.integers(min_value=-86_399, max_value=86_399).map(
+        lambda s: timezone(timedelta(seconds=s))),
+    st.integers(min_value=-23 * 60, max_value=23 * 60).map(
+        lambda m: timezone(timedelta(minutes=m))),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)), _zones)
+def test_instant_us_equals_the_python_twin_in_every_zone(c, naive, zone):
+    dt = naive.replace(tzinfo=zone)
+    assert c.instant_us(dt) == canonical.py_instant_us(dt)
+
+
+def test_instant_us_at_the_ends_of_the_range_and_around_the_epoch(c):
+    for dt in (B.MIN_INSTANT, B.MAX_INSTANT, _EPOCH, _EPOCH - timedelta(microseconds=1),
+               datetime(2000, 2, 29, 23, 59, 59, 999_999, tzinfo=UTC),
+               datetime(1900, 3, 1, tzinfo=UTC), datetime(1, 1, 1, 12, tzinfo=timezone(
+                   timedelta(hours=13)))):
+        assert c.instant_us(dt) == canonical.py_instant_us(dt), dt
+
+
+def test_instant_us_refuses_what_is_not_an_aware_datetime(c):
+    with pytest.raises(ValueError, match="aware"):
+        c.instant_us(datetime(2026, 1, 1))
+    with pytest.raises(TypeError, match="datetime"):
+        c.instant_us("2026-01-01T00:00:00Z")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(min_value=_FIRST_US, max_value=_LAST_US))
+def test_iso_utc_spells_every_instant_as_the_decoder_and_the_python_twin_do(c, us):
+    want = msgspec.json.encode(_EPOCH + timedelta(microseconds=us)).decode()[1:-1]
+    assert c.iso_utc(us) == want
+    assert timeutil._py_us_to_iso(us) == want
+    assert timeutil.us_to_iso(us) == want
+
+
+def test_iso_utc_at_the_edges(c):
+    for us in (_FIRST_US, _LAST_US, 0, -1, 1, 999_999, 1_000_000, -86_400_000_000,
+               951_868_799_999_999):  # the last microsecond of 2000-02-29
+        assert c.iso_utc(us) == timeutil._py_us_to_iso(us), us
+    # Outside years 1-9999 there is no four-digit year: None, and the Python path decides.
+    for us in (_FIRST_US - 1, _LAST_US + 1, -(2**62), 2**62, 2**70, -(2**70)):
+        assert c.iso_utc(us) is None, us
+    with pytest.raises(OverflowError):
+        timeutil.us_to_iso(_LAST_US + 1)
+
+
+_id_chars = st.sampled_from(
+    "ABCXYZabcxyz0189._~+=@-|\x1f,:/ \t\n\x00éß€\U0001f600\\\"'")
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.text(_id_chars, max_size=12), max_size=5))
+def test_ids_in_alphabet_equals_the_python_twin(c, ids):
+    assert c.ids_in_alphabet(tuple(ids)) == canonical.py_ids_in_alphabet(tuple(ids))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=20), max_size=4))
+def test_ids_in_alphabet_on_any_text(c, ids):
+    assert c.ids_in_alphabet(tuple(ids)) == canonical.py_ids_in_alphabet(tuple(ids))
+
+
+def test_ids_in_alphabet_checks_every_ascii_character(c):
+    for code in range(128):
+        ch = chr(code)
+        assert c.ids_in_alphabet(("ok", f"a{ch}b")) == canonical.py_ids_in_alphabet(
+            ("ok", f"a{ch}b")), repr(ch)
+    assert c.ids_in_alphabet(()) is True
+    with pytest.raises(TypeError):
+        c.ids_in_alphabet(("a", None))
+    with pytest.raises(TypeError):
+        c.ids_in_alphabet(["a"])
+
+
+def test_the_decoder_and_us_to_iso_use_the_c_exactly_when_compiled():
+    compiled = native.active == "compiled"
+    assert (canonical._INSTANT_US is not canonical.py_instant_us) is compiled
+    assert (canonical._IDS_IN_ALPHABET is not canonical.py_ids_in_alphabet) is compiled
+    assert (timeutil._ISO_UTC is not None) is compiled
+    assert (base._JSON_QUOTED is not None) is compiled
+
+
+def _orjson_text(value: object) -> str | None:
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return None
+
+
+def test_json_quoted_on_every_code_point_alone_and_in_a_text(c):
+    for code in range(0x110000):
+        ch = chr(code)
+        for s in (ch, f"ab{ch}", f"{ch}\u00e9"):
+            want = _orjson_text(s)
+            got = c.json_quoted(s)
+            # Quoted as orjson quotes it, or left to orjson (which escapes or refuses it).
+            assert got is None or got == want, (hex(code), s, got, want)
+            if want == f'"{s}"':
+                assert got == want, (hex(code), s)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text(max_size=40))
+def test_json_scalar_is_orjson_for_any_text(s):
+    want = _orjson_text(s)
+    if want is None:
+        with pytest.raises(orjson.JSONEncodeError):
+            base.json_scalar(s)
+    else:
+        assert base.json_scalar(s) == want
+
+
+def test_json_scalar_of_other_scalars_is_orjson():
+    for v in (0, -1, 2**63 - 1, 0.5, 0.123456, 1e-7, True, False, None, "", "plain-id.1",
+              "2026-03-01T10:36:07.000089Z", 'quote"d', "back\\slash", "tab\t", "é€😀"):
+        assert base.json_scalar(v) == orjson.dumps(v).decode(), v
+
+
+def test_json_quoted_refuses_what_is_not_a_text(c):
+    with pytest.raises(TypeError):
+        c.json_quoted(b"bytes")
+
+
+def test_a_pure_run_decodes_with_python_alone():
+    from .test_native import _child
+
+    code = ("import json, sys; from streaming import native, timeutil; "
+            "from streaming.contracts import canonical; from streaming.operators import base; "
+            "print(json.dumps([native.active, canonical._INSTANT_US.__name__, "
+            "canonical._IDS_IN_ALPHABET.__name__, timeutil._ISO_UTC is None, "
+            "base._JSON_QUOTED is None, 'streaming._texts' in sys.modules, "
+            "timeutil.us_to_iso(1_772_361_367_000_089), base.json_scalar('pay-1')]))")
+    active, instant, ids, no_iso, no_quoted, loaded, text, quoted = json.loads(
+        _child(code, pure=True))
+    assert active == f"pure: {native.ENV_VAR}=off"
+    assert (instant, ids, no_iso, no_quoted, loaded) == (
+        "py_instant_us", "py_ids_in_alphabet", True, True, False)
+    assert (text, quoted) == ("2026-03-01T10:36:07.000089Z", '"pay-1"')
