@@ -7,12 +7,13 @@
  * encoder, a slice and a decode, and the IDs were joined into one string for a regex search.
  * Measured per payment (interpreter, 200,000 calls each): 329 ns for one instant's
  * microseconds, 261 ns for its text, 374 ns for the join and the search; a payment has two
- * instants and four IDs. And a fact's IDs and times went to orjson and back to be quoted
+ * instants and three IDs. And a fact's IDs and times went to orjson and back to be quoted
  * (docs/performance.md, thirtieth round).
  *
  * Each function has a Python twin that gives the same answer (tests/test_texts.py compares
- * them on generated input): `streaming.contracts.canonical` and `streaming.timeutil` use these
- * where the compiled core is in use, their own Python otherwise. Built by
+ * them on generated input): `streaming.contracts.canonical`, `streaming.timeutil` and
+ * `streaming.operators.base` use these where the compiled core is in use, their own Python
+ * otherwise. Built by
  * `python -m riskstream_tools.native_build` beside the mypyc modules. */
 
 #define PY_SSIZE_T_CLEAN

@@ -6,8 +6,8 @@ next to its source, which Python imports in preference to the `.py`, and the bui
 hash of every source it compiled. The compiled modules call one another natively (a compiled
 operator reads a compiled `TimeQueue`'s fields as C struct members), so the set is used whole
 or not at all. Two modules beside them are C written by hand (`HAND_WRITTEN`): the content hash,
-and the decoder's instants and ID check; built with them, hashed into the same record of the
-build and used only with them.
+and the hot path's texts (instants, IDs, JSON strings); built with them, hashed into the same
+record of the build and used only with them.
 
 On import the package decides (`select`, called by `streaming/__init__`). The compiled set is
 used only when every source is unchanged since the build; otherwise every module of the set
@@ -64,9 +64,10 @@ COMPILED: tuple[str, ...] = (
     "streaming.host.drive",
 )
 # Written in C by hand, not compiled from Python: the content hash (`streaming.hashing` uses it
-# when the compiled set is in use, hashlib otherwise), and the decoder's instants and ID check
-# (`streaming.contracts.canonical` and `streaming.timeutil` use them when it is in use, their
-# Python twins otherwise). Module name -> its C source.
+# when the compiled set is in use, hashlib otherwise), and the hot path's texts: instants, IDs
+# and JSON strings (`streaming.contracts.canonical`, `streaming.timeutil` and
+# `streaming.operators.base` use them when it is in use, their Python twins otherwise). Module
+# name -> its C source.
 HAND_WRITTEN: dict[str, str] = {"streaming._blake2b": "streaming/_blake2b.c",
                                 "streaming._texts": "streaming/_texts.c"}
 # The shared library mypyc builds for the group lives inside the package, so it imports from

@@ -51,6 +51,22 @@ def _port_open(host: str, port: int) -> bool:
         return False
 
 
+def hand_written(module: str):
+    """A hand-written C module of the compiled core (streaming.native.HAND_WRITTEN), for the
+    tests that hold it to its Python twin: they fail in CI without the build (`make setup`
+    makes it) and skip, saying why, elsewhere."""
+    import importlib
+
+    from streaming import native
+
+    decision = native.decide("auto")
+    if decision != "compiled":
+        if IN_CI:
+            pytest.fail(f"`make setup` must build the compiled core; it is {decision}")
+        pytest.skip(f"compiled core not built here ({decision}); `make setup` builds it")
+    return importlib.import_module(module)
+
+
 def need_service(name: str, host: str, port: int) -> None:
     if _port_open(host, port):
         return
