@@ -26,15 +26,9 @@ def _hashlib_hex128(raw: bytes | str) -> str:
     return h.hexdigest()
 
 
-def _chosen() -> Callable[[bytes | str], str]:
-    if native.active == "compiled":
-        from ._blake2b import hex128
-        return hex128
-    return _hashlib_hex128
-
-
 # Decided once, when the package's build is (streaming.native.select runs before this import).
-_HEX128: Final = _chosen()
+_HEX128: Final[Callable[[bytes | str], str]] = (
+    native.hand_written("streaming._blake2b", "hex128") or _hashlib_hex128)
 
 
 def digest(raw: bytes | str) -> str:

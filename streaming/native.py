@@ -24,6 +24,7 @@ Both builds write the same facts, byte for byte (tests/test_native.py)."""
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -34,6 +35,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 # The pure core that is compiled: keyed state, watermarks, keys, times, the decoder's record
 # building, the receipt model's score, the three operators and the worker's per-record loop
@@ -100,6 +102,17 @@ def _source_file(module: str) -> Path:
 def built_modules() -> tuple[str, ...]:
     """Every extension module a whole build leaves in the package."""
     return (*COMPILED, *HAND_WRITTEN, GROUP_LIBRARY)
+
+
+def hand_written(module: str, name: str) -> Any:
+    """`name` of the hand-written C module `module` (one of HAND_WRITTEN) when the compiled
+    set is in use in this process, else None: the caller's Python twin serves then. The one
+    place that choice is made, once per caller at its import (`select` runs before)."""
+    if module not in HAND_WRITTEN:
+        raise ValueError(f"{module} is not a hand-written module of the core")
+    if active != "compiled":
+        return None
+    return getattr(importlib.import_module(module), name)
 
 
 def extension_files() -> dict[str, Path]:

@@ -186,15 +186,9 @@ _TWO_DIGITS: Final = [f"{n:02d}" for n in range(60)]
 _THREE_DIGITS: Final = [f"{n:03d}" for n in range(1000)]
 
 
-def _iso_utc_chosen() -> Callable[[int], str | None] | None:
-    if native.active == "compiled":
-        from ._texts import iso_utc
-        return iso_utc
-    return None
-
-
 # Decided once, when the package's build is (streaming.native.select runs before this import).
-_ISO_UTC: Final = _iso_utc_chosen()
+_ISO_UTC: Final[Callable[[int], str | None] | None] = native.hand_written("streaming._texts",
+                                                                          "iso_utc")
 
 
 def iso(dt: datetime) -> str:

@@ -209,3 +209,13 @@ def test_compiled_operators_leave_nothing_behind_that_grows_with_the_run(tmp_pat
     # A leak of one object per fact would leave hundreds more blocks here.
     assert left - half_left < 50, (
         f"{left} blocks left behind by {facts} facts, {half_left} by {half_facts}")
+
+
+def test_hand_written_names_only_the_cores_own_c_and_only_when_compiled():
+    with pytest.raises(ValueError, match="not a hand-written module"):
+        native.hand_written("streaming.hashing", "digest")
+    chosen = native.hand_written("streaming._texts", "iso_utc")
+    if native.active == "compiled":
+        assert chosen(0) == "1970-01-01T00:00:00Z"
+    else:
+        assert chosen is None

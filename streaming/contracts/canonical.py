@@ -53,19 +53,13 @@ def py_ids_in_alphabet(ids: tuple[str, ...]) -> bool:
     return _FORBIDDEN.search("".join(ids)) is None
 
 
-def _chosen() -> tuple[Callable[[datetime], int], Callable[[tuple[str, ...]], bool]]:
-    if native.active == "compiled":
-        from .._texts import ids_in_alphabet, instant_us
-        return instant_us, ids_in_alphabet
-    return py_instant_us, py_ids_in_alphabet
-
-
 # Where the compiled core is in use, its hand-written C (streaming/_texts.c): an instant and
 # the ID check were several interpreter calls per field (docs/performance.md, thirtieth round).
 # Decided once, when the package's build is (streaming.native.select runs before this import).
-_CHOSEN: Final = _chosen()
-_INSTANT_US: Final = _CHOSEN[0]
-_IDS_IN_ALPHABET: Final = _CHOSEN[1]
+_INSTANT_US: Final[Callable[[datetime], int]] = (
+    native.hand_written("streaming._texts", "instant_us") or py_instant_us)
+_IDS_IN_ALPHABET: Final[Callable[[tuple[str, ...]], bool]] = (
+    native.hand_written("streaming._texts", "ids_in_alphabet") or py_ids_in_alphabet)
 MIN_US: Final = py_instant_us(B.MIN_INSTANT)
 MAX_US: Final = py_instant_us(B.MAX_INSTANT)
 

@@ -57,15 +57,9 @@ def json_scalar(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
-def _json_quoted_chosen() -> Callable[[str], str | None] | None:
-    if native.active == "compiled":
-        from .._texts import json_quoted
-        return json_quoted
-    return None
-
-
 # Decided once, when the package's build is (streaming.native.select runs before this import).
-_JSON_QUOTED: Final = _json_quoted_chosen()
+_JSON_QUOTED: Final[Callable[[str], str | None] | None] = native.hand_written(
+    "streaming._texts", "json_quoted")
 
 
 @dataclass(slots=True, init=False)

@@ -150,7 +150,7 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     # rather than built as a dict for orjson to walk: the dict and its encoding were a quarter
     # of a decision's instructions (docs/performance.md, twenty-ninth round). Integers are
     # their decimal digits (the overflow guard keeps every sum in the 64-bit range orjson
-    # allows); the texts and the score are spelled by orjson itself (`_json_text`, `json_scalar`);
+    # allows); the texts and the score as canonical JSON spells them (`_json_text`, `json_scalar`);
     # an instant's text needs no escaping. tests/test_receipts_fact_encoding.py checks the
     # result against a sorted orjson encoding of the dict, on generated decisions.
     business = (
