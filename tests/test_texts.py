@@ -1,7 +1,8 @@
 """The decoder's hand-written C (streaming/_texts.c) against its Python twins: an aware
 datetime's microseconds in any zone, the canonical text of every instant of years 1-9999 (and
-None outside them), and the ID alphabet over generated texts; the decoder and `us_to_iso` use
-the C exactly when the compiled set is in use."""
+None outside them), the ID alphabet over generated texts, and the source's plain-line guard
+over generated lines; the decoder, `us_to_iso` and the source use the C exactly when the
+compiled set is in use."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from streaming import native, timeutil
 from streaming.contracts import bounds as B
 from streaming.contracts import canonical
 from streaming.operators import base
+from streaming.sources import records
 
 from .conftest import hand_written
 
@@ -118,6 +120,7 @@ def test_the_decoder_and_us_to_iso_use_the_c_exactly_when_compiled():
     assert (canonical._IDS_IN_ALPHABET is not canonical.py_ids_in_alphabet) is compiled
     assert (timeutil._ISO_UTC is not None) is compiled
     assert (base._JSON_QUOTED is not None) is compiled
+    assert (records._PLAIN_LINES is not records.py_plain_lines) is compiled
 
 
 def _orjson_text(value: object) -> str | None:
@@ -166,13 +169,69 @@ def test_a_pure_run_decodes_with_python_alone():
 
     code = ("import json, sys; from streaming import native, timeutil; "
             "from streaming.contracts import canonical; from streaming.operators import base; "
+            "from streaming.sources import records; "
             "print(json.dumps([native.active, canonical._INSTANT_US.__name__, "
             "canonical._IDS_IN_ALPHABET.__name__, timeutil._ISO_UTC is None, "
-            "base._JSON_QUOTED is None, 'streaming._texts' in sys.modules, "
+            "base._JSON_QUOTED is None, records._PLAIN_LINES.__name__, "
+            "'streaming._texts' in sys.modules, "
             "timeutil.us_to_iso(1_772_361_367_000_089), base.json_scalar('pay-1')]))")
-    active, instant, ids, no_iso, no_quoted, loaded, text, quoted = json.loads(
+    active, instant, ids, no_iso, no_quoted, plain, loaded, text, quoted = json.loads(
         _child(code, pure=True))
     assert active == f"pure: {native.ENV_VAR}=off"
-    assert (instant, ids, no_iso, no_quoted, loaded) == (
-        "py_instant_us", "py_ids_in_alphabet", True, True, False)
+    assert (instant, ids, no_iso, no_quoted, plain, loaded) == (
+        "py_instant_us", "py_ids_in_alphabet", True, True, "py_plain_lines", False)
     assert (text, quoted) == ("2026-03-01T10:36:07.000089Z", '"pay-1"')
+
+
+# --------------------------------------------------------------------------- plain lines
+# Bytes that decide the guard (digits, "+", "e", "E", one byte past ASCII) and others, so that
+# generated lines hit exponents, digit runs and non-ASCII often.
+_line_bytes = st.sampled_from(b"0123456789+eE-.x\"{}:, \x7f\x80\xc3")
+_lines = st.lists(st.binary(max_size=0) | st.lists(_line_bytes, max_size=40).map(bytes)
+                  | st.lists(st.sampled_from(b"0123456789+ab"), min_size=190, max_size=460)
+                  .map(bytes) | st.binary(max_size=300), max_size=6)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_lines)
+def test_plain_lines_equals_the_python_twin(c, lines):
+    assert c.plain_lines(lines) is records.py_plain_lines(lines)
+
+
+def test_plain_lines_at_the_edges_of_each_rule(c):
+    def same(lines):
+        assert c.plain_lines(lines) is records.py_plain_lines(lines), lines
+        return c.plain_lines(lines)
+
+    assert same([]) is True
+    assert same([b""]) is True
+    # Length: a line of 2,048 bytes may be plain, one more byte is not, wherever it is.
+    assert same([b"x" * 2048]) is True
+    assert same([b"{}", b"x" * 2049]) is False
+    # Exponents: three digits or "+" after an "e" or "E", at the end of a line too; two are
+    # not enough, and nothing spans the newline that joins two lines.
+    for text, plain in ((b"1e000", False), (b"1E+05", False), (b"1e+5", True), (b"1e99", True),
+                        (b'"e123"', False), (b"ee123", False), (b"e12", True), (b"e", True),
+                        (b"e1-23", True), (b"e-123", True)):
+        assert same([b"{" + text]) is plain, text
+        assert same([b"{" + text + b"}"]) is plain, text
+    assert same([b"x e1", b"23 y"]) is True
+    # Runs of digits or "+": 209 may be plain, 210 are not, at every offset around the probes.
+    for length in (209, 210, 418, 419):
+        for lead in range(0, 420, 7):
+            for digit in (b"7", b"+"):
+                line = b"x" * lead + digit * length + b"y"
+                assert same([line]) is (length < 210), (length, lead)
+    assert same([b"1" * 200, b"2" * 200]) is True
+    # Anything past ASCII, anywhere, in any line of the block.
+    for at in range(0, 17):
+        line = bytearray(b"a" * 16)
+        line[at % 16] = 0x80 + at
+        assert same([b"{}", bytes(line)]) is False
+
+
+def test_plain_lines_refuses_what_is_not_a_list_of_bytes(c):
+    with pytest.raises(TypeError):
+        c.plain_lines((b"a",))
+    with pytest.raises(TypeError):
+        c.plain_lines([b"a", "b"])

@@ -8,10 +8,11 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
+from .. import native
 from ..timeutil import NEG_INF, US_PER_HOUR, TimeFormatError, parse_utc_us, us_to_iso
 from .raw import RawRecord, json_object
 
@@ -41,7 +42,7 @@ def object_arrival(obj: object, arrival_field: str) -> int | None:
 
 
 # Lines longer than this may nest deeper than orjson's limit (1024 levels need 2050 bytes),
-# which msgspec's skipping does not count alike (`_plain`).
+# which msgspec's skipping does not count alike (`py_plain_lines`).
 _DEEP_LINE = 2048
 # Every digit as "0", "E" as "e" and "+" as "0", so that one search finds an exponent of three
 # or more digits: a number beyond a double has one, or 210 integer digits or more
@@ -51,13 +52,17 @@ _BIG_EXPONENT = b"e000"
 _LONG_DIGITS = b"0" * 210
 
 
-def _plain(lines: list[bytes]) -> bool:
+def py_plain_lines(lines: list[bytes]) -> bool:
     """None of the lines can hold what msgspec skips more leniently than orjson decodes:
     invalid UTF-8 (an ASCII line has none), a number beyond a double (orjson refuses it), or
     nesting past orjson's limit (only a long line nests that deep). Asked of a whole block at
     once, the lines joined by a newline (which no number or exponent spans): one pass over the
     bytes instead of a few calls per line. (`find`, not `in`: `in` on bytes first tries the
-    needle as an integer and builds an error message each time.)"""
+    needle as an integer and builds an error message each time.)
+
+    Where the compiled core is in use, its C twin (`streaming/_texts.c`, `plain_lines`) reads
+    each byte once instead: the join, the translated copy and the searches took about a third
+    of a second per 1,000,000 lines (docs/performance.md, thirty-first round)."""
     if not lines:
         return True
     longest = max(map(len, lines))
@@ -69,6 +74,11 @@ def _plain(lines: list[bytes]) -> bool:
     shape = block.translate(_NUMBER_SHAPE)
     return (shape.find(_BIG_EXPONENT) < 0
             and (longest < len(_LONG_DIGITS) or shape.find(_LONG_DIGITS) < 0))
+
+
+# Decided once, when the package's build is (streaming.native.select runs before this import).
+_PLAIN_LINES: Final[Callable[[list[bytes]], bool]] = (
+    native.hand_written("streaming._texts", "plain_lines") or py_plain_lines)
 
 
 def _arrival_decoder(arrival_field: str) -> Callable[[bytes], Any]:
@@ -91,14 +101,15 @@ def own_arrivals(lines: list[bytes], arrival_field: str) -> list[tuple[bytes, in
     the common case.
 
     msgspec reads the one field and skips the rest. Its skipping is laxer than orjson's full
-    decode (`_plain`), so a line with a usable arrival is trusted only when its block, or
+    decode (`py_plain_lines`), so a line with a usable arrival is trusted only when its block, or
     else the line itself, is plain; any other, and any line msgspec refuses, goes through the
     full decode. A line msgspec reads with a value that is not a usable time is unusable
     either way: orjson gives the same value (duplicate keys: both keep the last) or refuses
     the line."""
     decode = _arrival_decoder(arrival_field)
     parse = parse_utc_us
-    plain = _plain(lines)
+    plain_lines = _PLAIN_LINES
+    plain = plain_lines(lines)
     out: list[tuple[bytes, int | None]] = []
     add = out.append
     for line in lines:
@@ -115,7 +126,7 @@ def own_arrivals(lines: list[bytes], arrival_field: str) -> list[tuple[bytes, in
         except TimeFormatError:
             add((line, None))
             continue
-        if plain or _plain([line]):
+        if plain or plain_lines([line]):
             add((line, own))
         else:
             add((line, object_arrival(json_object(line), arrival_field)))
