@@ -62,6 +62,23 @@ _JSON_QUOTED: Final[Callable[[str], str | None] | None] = native.hand_written(
     "streaming._texts", "json_quoted")
 
 
+# Texts that recur from fact to fact (merchants, stores, categories, a model's revision, the
+# words of decisions, statuses, origins and reasons) as JSON, kept rather than encoded again.
+# Bounded: a keyspace larger than this starts over, which costs encodings, never a wrong text.
+_RECURRING: Final[dict[str, str]] = {}  # Final: compiled, a static instead of a module lookup
+_RECURRING_MAX: Final = 4096
+
+
+def json_recurring(value: str) -> str:
+    """`json_scalar(value)` for a text that recurs, from the bounded cache."""
+    text = _RECURRING.get(value)
+    if text is None:
+        if len(_RECURRING) >= _RECURRING_MAX:
+            _RECURRING.clear()
+        text = _RECURRING[value] = json_scalar(value)
+    return text
+
+
 @dataclass(slots=True, init=False)
 class Fact:
     """An immutable output fact. `payload` is the business content the hash is taken over;

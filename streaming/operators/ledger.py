@@ -18,14 +18,14 @@ from __future__ import annotations
 from typing import Any, Final
 
 import heapq
-from functools import lru_cache
 from collections.abc import Callable, Iterable
 
-from ..contracts import Record, payload_hash
+from ..contracts import Record
+from ..hashing import digest
 from ..state import Held
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, event_date, us_to_dt, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, ROUTED, STALE, Emit, Fact,
-                   Quarantined, fits_int64)
+                   Quarantined, fits_int64, json_recurring, json_scalar)
 from .changes import AppendedItems, GroupedRows, RowChanges, SnapshotParts
 from .identity import CONFLICT, CORRECTION, LIVE, IdentityIndex, settle
 from .ledger_categories import (CATEGORY, DUPLICATE as VERSION_DUPLICATE, HIGH_RISK, SIZE,
@@ -58,10 +58,22 @@ Signer = Callable[[dict[str, Any]], str]
 _SETTLED_COUNTER = {DUPLICATE: "duplicates", CONFLICT: "conflicts", STALE: "stale"}
 
 
-@lru_cache(maxsize=4096)
+# An hour's label by its start; bounded: a recording of more hours starts over, which costs
+# formatting again, never a wrong label.
+_HOUR_LABELS: Final[dict[int, str]] = {}  # Final: compiled, a static instead of a module lookup
+_HOUR_LABELS_MAX: Final = 4096
+
+
 def hour_label(hour_us: int) -> str:
-    # Cached: every payment needs its window key and strftime dominated the operator's cost.
-    return us_to_dt(hour_us).strftime("%Y-%m-%dT%H:00Z")
+    # Kept: every payment needs its window key and strftime dominated the operator's cost. A
+    # dict rather than `lru_cache`: compiled, one C lookup where the cache's call was about
+    # 550 instructions a payment (docs/performance.md, thirty-first round).
+    label = _HOUR_LABELS.get(hour_us)
+    if label is None:
+        if len(_HOUR_LABELS) >= _HOUR_LABELS_MAX:
+            _HOUR_LABELS.clear()
+        label = _HOUR_LABELS[hour_us] = us_to_dt(hour_us).strftime("%Y-%m-%dT%H:00Z")
+    return label
 
 
 def window_logical_key(account: str, hour_us: int) -> str:
@@ -96,12 +108,44 @@ def window_content(account: str, hour_us: int, payments: Iterable[tuple[str, int
             "category_counts": dict(sorted(by_cat.items()))}
 
 
+# A window's canonical documents (sorted keys, compact), written member by member rather than
+# built as dicts for orjson to sort and walk: a revision took two dicts and two encodings, one
+# for the content's hash and one for the fact, about half of what publishing it cost
+# (docs/performance.md, thirty-first round). The content and the fact share every member up to
+# "payment_count"; the fact adds "revision" and "status" at their places in key order.
+# Integers are their decimal digits (the overflow guard keeps every total in the 64-bit range
+# orjson allows), texts as canonical JSON spells them (`json_scalar`; `json_recurring` for
+# categories and statuses), and an hour's label needs no escaping.
+# tests/test_ledger_fact_encoding.py checks both against orjson's sorted encoding of the dicts.
+def window_head(account: str, hour_us: int, count: int, by_cat: dict[str, int]) -> str:
+    """The members both documents of a window begin with, through "payment_count". (The
+    category names sorted alone: sorting the (name, count) pairs compared tuples.)"""
+    cats = ",".join([f"{json_recurring(name)}:{by_cat[name]}" for name in sorted(by_cat)])
+    return (f'{{"account_id":{json_scalar(account)},"category_counts":{{{cats}}},'
+            f'"event_hour":"{hour_label(hour_us)}","payment_count":{count},')
+
+
+def content_json(head: str, risk: int, total: int) -> str:
+    """The content's document: what a revision's content hash is taken over."""
+    return f'{head}"risk_count":{risk},"total_cents":{total}}}'
+
+
 def window_fact(account: str, hour_us: int, revision: int, status: str,
                 content: dict[str, Any]) -> Fact:
+    """The fact of a window's revision from its content (`window_content`)."""
+    head = window_head(account, hour_us, content["payment_count"], content["category_counts"])
+    return _window_fact(account, hour_us, revision, status, head, content["risk_count"],
+                        content["total_cents"])
+
+
+def _window_fact(account: str, hour_us: int, revision: int, status: str, head: str,
+                 risk: int, total: int) -> Fact:
+    text = (f'{head}"revision":{revision},"risk_count":{risk},'
+            f'"status":{json_recurring(status)},"total_cents":{total}}}')
     pred = window_fact_key(account, hour_us, revision - 1) if revision > 1 else None
-    return Fact.make(window_fact_key(account, hour_us, revision), "window",
-                     window_logical_key(account, hour_us), status,
-                     {**content, "revision": revision, "status": status}, pred)
+    # The fact carries its text only: `payload` is decoded from it when something reads it.
+    return Fact(window_fact_key(account, hour_us, revision), "window",
+                window_logical_key(account, hour_us), status, None, digest(text), pred, text)
 
 
 class Window:
@@ -267,14 +311,14 @@ class LedgerOperator:
 
     def _emit(self, w: Window, status: str, out: Emit, force: bool = False) -> None:
         self._windows_changed[w.key] = None
-        content = w.content()
-        h = payload_hash(content)
+        head = window_head(w.account, w.hour, len(w.payments), w.by_cat)
+        h = digest(content_json(head, w.risk, w.total))
         if h == w.content_hash and not force:
             return
         w.revision += 1
         w.content_hash = h
         w.status = status
-        out.fact(window_fact(w.account, w.hour, w.revision, status, content))
+        out.fact(_window_fact(w.account, w.hour, w.revision, status, head, w.risk, w.total))
         self.counters["revisions"] += 1
         self.counters[status] += 1
 

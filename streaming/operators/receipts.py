@@ -21,7 +21,7 @@ whatever the registry's pointer says by then."""
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from bisect import bisect_left
 from functools import lru_cache
@@ -35,7 +35,7 @@ from ..models.registry import Model
 from ..state import Held, TimeQueue
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, INT64_MAX, ROUTED, Emit, Fact,
-                   QueueEntry, fits_int64, json_scalar)
+                   QueueEntry, fits_int64, json_recurring, json_scalar)
 from .changes import RowChanges, SnapshotParts
 from .identity import IdentityIndex, settle
 
@@ -150,18 +150,18 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     # rather than built as a dict for orjson to walk: the dict and its encoding were a quarter
     # of a decision's instructions (docs/performance.md, twenty-ninth round). Integers are
     # their decimal digits (the overflow guard keeps every sum in the 64-bit range orjson
-    # allows); the texts and the score as canonical JSON spells them (`_json_text`, `json_scalar`);
-    # an instant's text needs no escaping. tests/test_receipts_fact_encoding.py checks the
-    # result against a sorted orjson encoding of the dict, on generated decisions.
+    # allows); the texts and the score as canonical JSON spells them (`json_recurring`,
+    # `json_scalar`); an instant's text needs no escaping. tests/test_receipts_fact_encoding.py
+    # checks the result against a sorted orjson encoding of the dict, on generated decisions.
     business = (
-        f'{{"amount_cents":{amount_cents},"decision":{_json_text(decision)},'
+        f'{{"amount_cents":{amount_cents},"decision":{json_recurring(decision)},'
         f'"feature_amount_7m":{amount_7m},"feature_count_7m":{count},'
-        f'"merchant_id":{_json_text(merchant_id)},'
-        f'"model_revision":{_json_text(model.revision)},"occurred_at":"{occurred}",'
-        f'"origin":{_json_text(origin)},"reason":{_json_text(reason)},'
+        f'"merchant_id":{json_recurring(merchant_id)},'
+        f'"model_revision":{json_recurring(model.revision)},"occurred_at":"{occurred}",'
+        f'"origin":{json_recurring(origin)},"reason":{json_recurring(reason)},'
         f'"receipt_id":{json_scalar(receipt_id)},"score":{json_scalar(score)},'
         f'"scoring_revision":{scoring_revision},"state_cutoff":"{occurred}",'
-        f'"status":{_json_text(status)},"store_id":{_json_text(store_id)}}}')
+        f'"status":{json_recurring(status)},"store_id":{json_recurring(store_id)}}}')
     # One canonical encoding serves both the hash and the stored JSON: the run field sorts
     # last, so the stored document is the hashed one with it appended before the closing brace
     # (the text the sink's own sorted encoding of `payload` would give).
@@ -170,22 +170,6 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     pred = decision_key(receipt_id, predecessor_revision) if predecessor_revision else None
     return Fact(decision_key(receipt_id, scoring_revision), KIND, receipt_id, status, None,
                 digest(business), pred, business[:-1] + _watermark_tail(watermark_us))
-
-
-# Texts that recur from decision to decision (merchants, stores, the model's revision, the
-# decision words, statuses, origins and reasons) as JSON, kept rather than encoded again. Bounded: a
-# keyspace larger than this starts over, which costs encodings, never a wrong text.
-_TEXTS: Final[dict[str, str]] = {}  # Final: compiled, a static instead of a module lookup
-_TEXTS_MAX: Final = 4096
-
-
-def _json_text(value: str) -> str:
-    text = _TEXTS.get(value)
-    if text is None:
-        if len(_TEXTS) >= _TEXTS_MAX:
-            _TEXTS.clear()
-        text = _TEXTS[value] = json_scalar(value)
-    return text
 
 
 @lru_cache(maxsize=64)
