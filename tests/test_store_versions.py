@@ -150,6 +150,34 @@ def test_two_first_starts_on_an_empty_store_do_not_race(store_factory):
     assert schema_diff(url) == []
 
 
+def test_a_store_created_between_the_revisions_reads_is_read_at_its_revision(pg_url):
+    # The interleaving behind a first start refused as "revision 0001" on PostgreSQL: another
+    # process creates the store (tables and version row in one commit) right after the
+    # reader's first statement. The reader must then see the store at head, not as one from
+    # before versioning. (On SQLite the reader's open statement keeps the creator's write
+    # waiting, so this interleaving cannot be staged there.)
+    from sqlalchemy import event
+
+    url = pg_url
+    reader = make_engine(url)
+    created: list[str] = []
+
+    def create_once(*_args) -> None:
+        if not created:
+            created.append("yes")
+            Store(url, schema="upgrade").dispose()
+
+    event.listen(reader, "after_cursor_execute", create_once)
+    try:
+        with reader.connect() as conn:
+            rev = store_revision(conn)
+    finally:
+        event.remove(reader, "after_cursor_execute", create_once)
+        reader.dispose()
+    assert created == ["yes"]
+    assert rev == head_revision()
+
+
 def test_store_at_0001_is_refused_then_upgraded_with_its_data(store_factory):
     """A store at revision 0001 with rows in it: opening it for writing or reading is refused
     (older), `riskstream store upgrade` migrates it to head, and the rows are still there."""

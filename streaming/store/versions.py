@@ -63,11 +63,19 @@ def known_revisions() -> set[str]:
 
 def store_revision(conn: Connection) -> str | None:
     """The store's revision; FIRST_REVISION for a store created before versioning; None for
-    an empty one."""
+    an empty one.
+
+    The tables are looked for before the version is read. Outside a transaction each
+    statement sees what was committed when it began (PostgreSQL's read committed), and a first
+    start commits the tables and the version row together: read the other way round, a store
+    created between the two reads had no version row yet and its tables already, and counted
+    as created before versioning (one of six first starts at once was refused as "revision
+    0001, older than this release's")."""
     from alembic.runtime.migration import MigrationContext
+    has_facts = inspect(conn).has_table("facts")
     rev = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}
                                      ).get_current_revision()
-    if rev is None and inspect(conn).has_table("facts"):
+    if rev is None and has_facts:
         return FIRST_REVISION
     return rev
 
