@@ -52,17 +52,18 @@ static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
     *y = yoe + era * 400 + (*m <= 2);
 }
 
-/* instant_us(dt): microseconds since 1970-01-01T00:00:00Z of an aware datetime. */
-static PyObject *instant_us(PyObject *module, PyObject *dt) {
+/* The microseconds since 1970-01-01T00:00:00Z of an aware datetime into *out; 0, or -1 with
+ * the error set. */
+static int instant_of(PyObject *dt, int64_t *out) {
     if (!PyDateTime_Check(dt)) {
         PyErr_Format(PyExc_TypeError, "instant_us() takes a datetime, not %.100s",
                      Py_TYPE(dt)->tp_name);
-        return NULL;
+        return -1;
     }
     PyObject *tz = PyDateTime_DATE_GET_TZINFO(dt);  /* borrowed */
     if (tz == Py_None) {
         PyErr_SetString(PyExc_ValueError, "instant_us() takes an aware datetime");
-        return NULL;
+        return -1;
     }
     int64_t us = days_from_civil(PyDateTime_GET_YEAR(dt), PyDateTime_GET_MONTH(dt),
                                  PyDateTime_GET_DAY(dt)) * US_PER_DAY
@@ -73,22 +74,31 @@ static PyObject *instant_us(PyObject *module, PyObject *dt) {
         /* Another zone (rare: producers write Z): its offset from UTC, as the zone says. */
         PyObject *off = PyObject_CallMethod(tz, "utcoffset", "O", dt);
         if (off == NULL)
-            return NULL;
+            return -1;
         if (off == Py_None) {
             Py_DECREF(off);
             PyErr_SetString(PyExc_ValueError, "instant_us() takes an aware datetime");
-            return NULL;
+            return -1;
         }
         if (!PyDelta_Check(off)) {
             Py_DECREF(off);
             PyErr_SetString(PyExc_TypeError, "utcoffset() did not return a timedelta");
-            return NULL;
+            return -1;
         }
         us -= PyDateTime_DELTA_GET_DAYS(off) * US_PER_DAY
               + PyDateTime_DELTA_GET_SECONDS(off) * US_PER_S
               + PyDateTime_DELTA_GET_MICROSECONDS(off);
         Py_DECREF(off);
     }
+    *out = us;
+    return 0;
+}
+
+/* instant_us(dt): microseconds since 1970-01-01T00:00:00Z of an aware datetime. */
+static PyObject *instant_us(PyObject *module, PyObject *dt) {
+    int64_t us;
+    if (instant_of(dt, &us) < 0)
+        return NULL;
     return PyLong_FromLongLong(us);
 }
 
@@ -100,15 +110,11 @@ static inline char *put2(char *p, int v) {
     return p + 2;
 }
 
-/* iso_utc(us): "YYYY-MM-DDTHH:MM:SS[.ffffff]Z" (the fraction only when it is not zero), or
- * None for an instant outside years 1-9999. */
-static PyObject *iso_utc(PyObject *module, PyObject *arg) {
-    int overflow = 0;
-    long long us = PyLong_AsLongLongAndOverflow(arg, &overflow);
-    if (us == -1 && PyErr_Occurred())
-        return NULL;
-    if (overflow)
-        Py_RETURN_NONE;
+/* An instant's canonical text, "YYYY-MM-DDTHH:MM:SS[.ffffff]Z" (the fraction only when it is
+ * not zero), written at p (27 bytes at most): its length, or 0 for an instant outside years
+ * 1-9999. */
+#define ISO_MAX 27
+static int iso_text(int64_t us, char *p) {
     /* Floor division: an instant before the epoch belongs to the day it falls in. */
     int64_t day = us / US_PER_DAY;
     int64_t rem = us % US_PER_DAY;
@@ -117,17 +123,12 @@ static PyObject *iso_utc(PyObject *module, PyObject *arg) {
         day -= 1;
     }
     if (day < FIRST_DAY || day > LAST_DAY)
-        Py_RETURN_NONE;
+        return 0;
     int64_t year;
     int month, mday;
     civil_from_days(day, &year, &month, &mday);
     int64_t secs = rem / US_PER_S;
     int micros = (int)(rem % US_PER_S);
-    int len = micros ? 27 : 20;
-    PyObject *out = PyUnicode_New(len, 127);
-    if (out == NULL)
-        return NULL;
-    char *p = (char *)PyUnicode_1BYTE_DATA(out);
     p = put2(p, (int)(year / 100));
     p = put2(p, (int)(year % 100));
     *p++ = '-';
@@ -147,6 +148,26 @@ static PyObject *iso_utc(PyObject *module, PyObject *arg) {
         p = put2(p, micros % 100);
     }
     *p = 'Z';
+    return micros ? 27 : 20;
+}
+
+/* iso_utc(us): the canonical text of an instant given in microseconds since the epoch, or None
+ * for an instant outside years 1-9999. */
+static PyObject *iso_utc(PyObject *module, PyObject *arg) {
+    int overflow = 0;
+    long long us = PyLong_AsLongLongAndOverflow(arg, &overflow);
+    if (us == -1 && PyErr_Occurred())
+        return NULL;
+    if (overflow)
+        Py_RETURN_NONE;
+    char buf[ISO_MAX];
+    int len = iso_text(us, buf);
+    if (len == 0)
+        Py_RETURN_NONE;
+    PyObject *out = PyUnicode_New(len, 127);
+    if (out == NULL)
+        return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(out), buf, (size_t)len);
     return out;
 }
 
@@ -299,6 +320,305 @@ static PyObject *plain_lines(PyObject *module, PyObject *lines) {
     Py_RETURN_TRUE;
 }
 
+/* ------------------------------------------------------------------ the decoded payload */
+/* What payload_of does with each field of a contract's struct (a bit set per field, from
+ * streaming.contracts.canonical.payload_roles). */
+#define ROLE_IN_PAYLOAD 1  /* a member of the payload */
+#define ROLE_ID 2          /* a text in the ID alphabet */
+#define ROLE_TIME 4        /* an instant (or None): its microseconds go into the times */
+
+/* A growable byte buffer for the payload's JSON. */
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+    char local[512];
+} Buffer;
+
+static int buf_reserve(Buffer *b, Py_ssize_t more) {
+    if (b->len + more <= b->cap)
+        return 0;
+    Py_ssize_t cap = b->cap;
+    while (cap < b->len + more)
+        cap *= 2;
+    char *grown = PyMem_Malloc((size_t)cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(grown, b->data, (size_t)b->len);
+    if (b->data != b->local)
+        PyMem_Free(b->data);
+    b->data = grown;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(Buffer *b, const char *p, Py_ssize_t n) {
+    if (buf_reserve(b, n) < 0)
+        return -1;
+    memcpy(b->data + b->len, p, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+/* A value as the `encode` callable (orjson, sorted keys) writes it: for everything the loop
+ * below does not spell itself. */
+static int buf_encoded(Buffer *b, PyObject *encode, PyObject *value) {
+    PyObject *raw = PyObject_CallOneArg(encode, value);
+    if (raw == NULL)
+        return -1;
+    if (!PyBytes_Check(raw)) {
+        Py_DECREF(raw);
+        PyErr_SetString(PyExc_TypeError, "payload_of(): encode did not return bytes");
+        return -1;
+    }
+    int rc = buf_put(b, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw));
+    Py_DECREF(raw);
+    return rc;
+}
+
+/* A 64-bit integer's decimal digits at p (20 bytes at most); their count. (snprintf took
+ * about 700 instructions an integer.) */
+static int put_decimal(char *p, long long x) {
+    char digits[20];
+    int n = 0;
+    unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    int len = 0;
+    if (x < 0)
+        p[len++] = '-';
+    while (n)
+        p[len++] = digits[--n];
+    return len;
+}
+
+/* Whether an ASCII text needs no escape inside a JSON string. */
+static int ascii_plain(const unsigned char *c, Py_ssize_t n) {
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (c[k] < 0x20 || c[k] == '"' || c[k] == '\\')
+            return 0;
+    }
+    return 1;
+}
+
+/* The first and last microsecond of years 1-9999: the instants a record may hold
+ * (streaming.contracts.bounds; canonical.py checks its MIN_US and MAX_US against these). */
+#define FIRST_US (FIRST_DAY * US_PER_DAY)
+#define LAST_US ((LAST_DAY + 1) * US_PER_DAY - 1)
+
+/* payload_of(values, fields, roles, order, encode): the record of a struct the decoder
+ * accepted, as canonical.record_of's Python twin (`py_payload_of`) builds it, in one call:
+ * (payload, its canonical JSON, times), or None when an ID has a character outside the alphabet
+ * or an instant lies outside years 1-9999 (in UTC).
+ *
+ * `values` are the struct's field values in field order (msgspec.structs.astuple), `fields`
+ * their names, `roles` a ROLE_* bit set per field, `order` the indices of the payload's members
+ * sorted by name (every name plain ASCII). The payload holds the members in field order, each
+ * instant as its canonical UTC text; `times` maps every time field to its microseconds (None
+ * for an absent optional one). The JSON is the payload with sorted keys, compact, as orjson
+ * writes it: a text that needs no escape, an integer within 64 bits, true, false and null are
+ * spelled here, and any other value is written by `encode` (orjson with sorted keys), so the
+ * bytes are orjson's whatever the value.
+ *
+ * Why: the Python twin built the struct's dict, rewrote and dropped members, sorted and encoded
+ * the dict and decoded the bytes again, about 10,000 of a record's 17,000 instructions
+ * (docs/performance.md, thirty-first round). */
+static PyObject *payload_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "payload_of() takes 5 arguments");
+        return NULL;
+    }
+    PyObject *values = args[0], *fields = args[1], *roles = args[2], *order = args[3];
+    PyObject *encode = args[4];
+    if (!PyTuple_Check(values) || !PyTuple_Check(fields) || !PyBytes_Check(roles) ||
+        !PyTuple_Check(order)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "payload_of() takes (tuple, tuple, bytes, tuple, callable)");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(values);
+    if (PyTuple_GET_SIZE(fields) != n || PyBytes_GET_SIZE(roles) != n) {
+        PyErr_SetString(PyExc_ValueError,
+                        "payload_of(): values, fields and roles differ in length");
+        return NULL;
+    }
+    const unsigned char *role = (const unsigned char *)PyBytes_AS_STRING(roles);
+    /* Each time field's text (payload members only), by field index; NULL elsewhere. */
+    PyObject *texts_local[32];
+    PyObject **texts = texts_local;
+    if (n > 32) {
+        PyErr_SetString(PyExc_ValueError, "payload_of(): more than 32 fields");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        texts[i] = NULL;
+    PyObject *payload = NULL, *times = NULL, *text = NULL, *result = NULL;
+    int ascii = 1;  /* the JSON is ASCII unless `encode` wrote a member */
+    Buffer b;
+    b.data = b.local;
+    b.len = 0;
+    b.cap = (Py_ssize_t)sizeof b.local;
+
+    /* Sized for their members at once: grown from empty, the payload's dict was resized on
+     * the way. */
+    payload = _PyDict_NewPresized(PyTuple_GET_SIZE(order));
+    times = _PyDict_NewPresized(2);
+    if (payload == NULL || times == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyTuple_GET_ITEM(values, i);
+        PyObject *name = PyTuple_GET_ITEM(fields, i);
+        unsigned char r = role[i];
+        if (r & ROLE_ID) {
+            if (!PyUnicode_Check(v)) {
+                PyErr_Format(PyExc_TypeError, "ID field %R: expected str", name);
+                goto done;
+            }
+            if (PyUnicode_READY(v) < 0)
+                goto done;
+            if (!PyUnicode_IS_ASCII(v))
+                goto refused;
+            const unsigned char *c = PyUnicode_1BYTE_DATA(v);
+            Py_ssize_t len = PyUnicode_GET_LENGTH(v);
+            for (Py_ssize_t k = 0; k < len; k++) {
+                if (!ID_CHAR[c[k]])
+                    goto refused;
+            }
+        }
+        if (r & ROLE_TIME) {
+            if (v == Py_None) {
+                if (PyDict_SetItem(times, name, Py_None) < 0)
+                    goto done;
+            } else {
+                int64_t us;
+                if (instant_of(v, &us) < 0)
+                    goto done;
+                if (us < FIRST_US || us > LAST_US)
+                    goto refused;
+                PyObject *boxed = PyLong_FromLongLong(us);
+                if (boxed == NULL)
+                    goto done;
+                int rc = PyDict_SetItem(times, name, boxed);
+                Py_DECREF(boxed);
+                if (rc < 0)
+                    goto done;
+                if (r & ROLE_IN_PAYLOAD) {
+                    char iso[ISO_MAX];
+                    int len = iso_text(us, iso);
+                    if (len == 0)
+                        goto refused;  /* not reached: the range is years 1-9999 */
+                    PyObject *t = PyUnicode_New(len, 127);
+                    if (t == NULL)
+                        goto done;
+                    memcpy(PyUnicode_1BYTE_DATA(t), iso, (size_t)len);
+                    texts[i] = t;
+                    v = t;
+                }
+            }
+        }
+        if ((r & ROLE_IN_PAYLOAD) && PyDict_SetItem(payload, name, v) < 0)
+            goto done;
+    }
+    /* The canonical JSON, members in key order. */
+    if (buf_put(&b, "{", 1) < 0)
+        goto done;
+    Py_ssize_t members = PyTuple_GET_SIZE(order);
+    for (Py_ssize_t j = 0; j < members; j++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(order, j));
+        if (i == -1 && PyErr_Occurred())
+            goto done;
+        if (i < 0 || i >= n) {
+            PyErr_SetString(PyExc_IndexError, "payload_of(): order names no field");
+            goto done;
+        }
+        PyObject *name = PyTuple_GET_ITEM(fields, i);
+        PyObject *v = texts[i] != NULL ? texts[i] : PyTuple_GET_ITEM(values, i);
+        Py_ssize_t name_len;
+        const char *name_utf8 = PyUnicode_AsUTF8AndSize(name, &name_len);
+        if (name_utf8 == NULL)
+            goto done;
+        if (buf_reserve(&b, name_len + 4) < 0)
+            goto done;
+        if (j)
+            b.data[b.len++] = ',';
+        b.data[b.len++] = '"';
+        memcpy(b.data + b.len, name_utf8, (size_t)name_len);
+        b.len += name_len;
+        b.data[b.len++] = '"';
+        b.data[b.len++] = ':';
+        if (PyUnicode_CheckExact(v)) {
+            if (PyUnicode_READY(v) < 0)
+                goto done;
+            Py_ssize_t len = PyUnicode_GET_LENGTH(v);
+            const unsigned char *c = PyUnicode_1BYTE_DATA(v);
+            if (PyUnicode_IS_ASCII(v) && ascii_plain(c, len)) {
+                if (buf_reserve(&b, len + 2) < 0)
+                    goto done;
+                b.data[b.len++] = '"';
+                memcpy(b.data + b.len, c, (size_t)len);
+                b.len += len;
+                b.data[b.len++] = '"';
+                continue;
+            }
+        } else if (v == Py_True) {
+            if (buf_put(&b, "true", 4) < 0)
+                goto done;
+            continue;
+        } else if (v == Py_False) {
+            if (buf_put(&b, "false", 5) < 0)
+                goto done;
+            continue;
+        } else if (v == Py_None) {
+            if (buf_put(&b, "null", 4) < 0)
+                goto done;
+            continue;
+        } else if (PyLong_CheckExact(v)) {
+            int overflow = 0;
+            long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (x == -1 && PyErr_Occurred())
+                goto done;
+            if (!overflow) {
+                if (buf_reserve(&b, 20) < 0)
+                    goto done;
+                b.len += put_decimal(b.data + b.len, x);
+                continue;
+            }
+        }
+        ascii = 0;
+        if (buf_encoded(&b, encode, v) < 0)
+            goto done;
+    }
+    if (buf_put(&b, "}", 1) < 0)
+        goto done;
+    if (ascii) {
+        text = PyUnicode_New(b.len, 127);
+        if (text == NULL)
+            goto done;
+        memcpy(PyUnicode_1BYTE_DATA(text), b.data, (size_t)b.len);
+    } else {
+        text = PyUnicode_DecodeUTF8(b.data, b.len, "strict");
+        if (text == NULL)
+            goto done;
+    }
+    result = PyTuple_Pack(3, payload, text, times);
+    goto done;
+refused:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_XDECREF(texts[i]);
+    if (b.data != b.local)
+        PyMem_Free(b.data);
+    Py_XDECREF(payload);
+    Py_XDECREF(times);
+    Py_XDECREF(text);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"instant_us", instant_us, METH_O,
      "instant_us(dt, /)\n--\n\nMicroseconds since the epoch of an aware datetime."},
@@ -309,6 +629,10 @@ static PyMethodDef methods[] = {
      "ids_in_alphabet(ids, /)\n--\n\nWhether every text of the tuple is in the ID alphabet."},
     {"json_quoted", json_quoted, METH_O,
      "json_quoted(s, /)\n--\n\nThe JSON string of `s` when it needs no escape, else None."},
+    {"payload_of", (PyCFunction)(void (*)(void))payload_of, METH_FASTCALL,
+     "payload_of(values, fields, roles, order, encode, /)\n--\n\nA decoded struct's "
+     "payload, its canonical JSON and its times, or None when an ID or an instant is outside "
+     "its bounds."},
     {"plain_lines", plain_lines, METH_O,
      "plain_lines(lines, /)\n--\n\nWhether a list of source lines is plain: short, ASCII, "
      "no exponent of three digits, no long run of digits."},
@@ -337,5 +661,13 @@ PyMODINIT_FUNC PyInit__texts(void) {
         ID_CHAR[(unsigned char)*p] = 1;
     for (int c = 0; c < 256; c++)
         DIGITISH[c] = (c >= '0' && c <= '9') || c == '+';
-    return PyModule_Create(&module_def);
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObject(m, "FIRST_US", PyLong_FromLongLong(FIRST_US)) < 0 ||
+        PyModule_AddObject(m, "LAST_US", PyLong_FromLongLong(LAST_US)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -121,6 +121,7 @@ def test_the_decoder_and_us_to_iso_use_the_c_exactly_when_compiled():
     assert (timeutil._ISO_UTC is not None) is compiled
     assert (base._JSON_QUOTED is not None) is compiled
     assert (records._PLAIN_LINES is not records.py_plain_lines) is compiled
+    assert (canonical._PAYLOAD_OF is not None) is compiled
 
 
 def _orjson_text(value: object) -> str | None:
@@ -173,13 +174,14 @@ def test_a_pure_run_decodes_with_python_alone():
             "print(json.dumps([native.active, canonical._INSTANT_US.__name__, "
             "canonical._IDS_IN_ALPHABET.__name__, timeutil._ISO_UTC is None, "
             "base._JSON_QUOTED is None, records._PLAIN_LINES.__name__, "
+            "canonical._PAYLOAD_OF is None, "
             "'streaming._texts' in sys.modules, "
             "timeutil.us_to_iso(1_772_361_367_000_089), base.json_scalar('pay-1')]))")
-    active, instant, ids, no_iso, no_quoted, plain, loaded, text, quoted = json.loads(
-        _child(code, pure=True))
+    active, instant, ids, no_iso, no_quoted, plain, no_payload, loaded, text, quoted = \
+        json.loads(_child(code, pure=True))
     assert active == f"pure: {native.ENV_VAR}=off"
-    assert (instant, ids, no_iso, no_quoted, plain, loaded) == (
-        "py_instant_us", "py_ids_in_alphabet", True, True, "py_plain_lines", False)
+    assert (instant, ids, no_iso, no_quoted, plain, no_payload, loaded) == (
+        "py_instant_us", "py_ids_in_alphabet", True, True, "py_plain_lines", True, False)
     assert (text, quoted) == ("2026-03-01T10:36:07.000089Z", '"pay-1"')
 
 

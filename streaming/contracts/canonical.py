@@ -6,6 +6,7 @@ general path (core.validate), which judges it field by field for its quarantine 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Final
@@ -33,6 +34,7 @@ _UTC: Final = timezone.utc
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=_UTC)
 _FORBIDDEN: Final = B.FORBIDDEN_ID_CHAR
 _ASDICT: Final = msgspec.structs.asdict
+_ASTUPLE: Final = msgspec.structs.astuple
 _SORTED: Final = orjson.OPT_SORT_KEYS
 _DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
 
@@ -60,8 +62,29 @@ _INSTANT_US: Final[Callable[[datetime], int]] = (
     native.hand_written("streaming._texts", "instant_us") or py_instant_us)
 _IDS_IN_ALPHABET: Final[Callable[[tuple[str, ...]], bool]] = (
     native.hand_written("streaming._texts", "ids_in_alphabet") or py_ids_in_alphabet)
+# A payload's record in one C call (streaming/_texts.c): the struct's values in, the payload,
+# its canonical JSON and the times out, where the Python twin built a dict, rewrote it, and
+# encoded and decoded it again (docs/performance.md, thirty-first round). What it does not spell
+# itself it has orjson write, with the same option.
+_PAYLOAD_OF: Final[Callable[..., Any] | None] = native.hand_written("streaming._texts",
+                                                                    "payload_of")
+_ENCODE_SORTED: Final = functools.partial(orjson.dumps, option=orjson.OPT_SORT_KEYS)
 MIN_US: Final = py_instant_us(B.MIN_INSTANT)
 MAX_US: Final = py_instant_us(B.MAX_INSTANT)
+if _PAYLOAD_OF is not None:
+    # The C holds the same range as the contracts' bounds (years 1-9999), as constants.
+    _texts = native.hand_written("streaming._texts", "FIRST_US"), native.hand_written(
+        "streaming._texts", "LAST_US")
+    if _texts != (MIN_US, MAX_US):
+        raise ImportError(f"streaming._texts holds the instants {_texts}, the contracts "
+                          f"{(MIN_US, MAX_US)}: rebuild the compiled core")
+
+
+# What `payload_of` does with each field of a contract's struct (a bit set per field; the C
+# twin reads the same bits, streaming/_texts.c).
+ROLE_IN_PAYLOAD: Final = 1  # a member of the payload
+ROLE_ID: Final = 2  # a text in the ID alphabet
+ROLE_TIME: Final = 4  # an instant (or None): its microseconds go into the record's times
 
 
 class DecodePlan:
@@ -71,7 +94,9 @@ class DecodePlan:
     def __init__(self, topic: str, decoder: Any, ids_of: Any,
                  time_fields: tuple[tuple[str, bool], ...], dropped_fields: tuple[str, ...],
                  id_field: str, key_field: str, revision_field: str | None,
-                 event_time_field: str, arrival_time_field: str) -> None:
+                 event_time_field: str, arrival_time_field: str,
+                 fields: tuple[str, ...] = (), roles: bytes = b"",
+                 order: tuple[int, ...] = ()) -> None:
         self.topic = topic
         self.decoder = decoder  # the contract's msgspec JSON decoder
         self.ids_of = ids_of  # a struct -> its identifiers and labels, as a tuple
@@ -82,6 +107,28 @@ class DecodePlan:
         self.revision_field = revision_field
         self.event_time_field = event_time_field
         self.arrival_time_field = arrival_time_field
+        # For the C `payload_of`: the struct's fields in order, a ROLE_* bit set for each, and
+        # the indices of the payload's members sorted by name. Empty: the Python twin serves.
+        self.fields = fields
+        self.roles = roles
+        self.order = order
+
+
+def payload_roles(struct_fields: tuple[str, ...], ids: tuple[str, ...],
+                  times: tuple[str, ...], dropped: tuple[str, ...]
+                  ) -> tuple[bytes, tuple[int, ...]]:
+    """The ROLE_* bits of each struct field and the indices of the payload's members sorted by
+    name (the key order of the canonical JSON): what `DecodePlan` hands `payload_of`."""
+    roles = bytes((0 if n in dropped else ROLE_IN_PAYLOAD) | (ROLE_ID if n in ids else 0)
+                  | (ROLE_TIME if n in times else 0) for n in struct_fields)
+    order = tuple(sorted((i for i, n in enumerate(struct_fields) if n not in dropped),
+                         key=lambda i: struct_fields[i]))
+    for n in struct_fields:
+        # The C writes each name between quotes as it is: a name JSON would escape (or one
+        # past ASCII, whose order orjson might sort otherwise) is refused here.
+        if not n.isascii() or not n.isprintable() or '"' in n or "\\" in n:
+            raise ValueError(f"field name {n!r} needs escaping in JSON")
+    return roles, order
 
 
 def decoded_record(c: DecodePlan, line: bytes, partition: int, offset: int) -> Record | None:
@@ -103,6 +150,38 @@ def record_of(c: DecodePlan, s: msgspec.Struct, partition: int, offset: int,
     """The Record of a struct the decoder accepted; None when an ID has a character outside
     the alphabet or an instant lies outside the UTC range (the caller then judges the object
     field by field). Raises InvalidRecord for a record-level defect."""
+    fast = _PAYLOAD_OF
+    if fast is not None and c.roles:
+        got = fast(_ASTUPLE(s), c.fields, c.roles, c.order, _ENCODE_SORTED)
+    else:
+        got = py_payload_of(c, s)
+    if got is None:
+        return None
+    payload: dict[str, Any] = got[0]
+    text: str = got[1]
+    times: dict[str, Any] = got[2]
+    # Both time fields are required by every contract's struct: never None here. Read back as
+    # the objects the times hold (not unboxed): the Record then shares them, as state that
+    # keeps a record's times does, instead of holding copies.
+    event_us = times[c.event_time_field]
+    arrival_us = times[c.arrival_time_field]
+    if event_us - arrival_us > CLOCK_FAULT_US:
+        raise InvalidRecord(
+            R.EVENT_TIME_AFTER_ARRIVAL,
+            f"{c.event_time_field} is {(event_us - arrival_us) / 60e6:.1f} min after "
+            f"{c.arrival_time_field} (limit 5 min): producer clock fault")
+    revision_field = c.revision_field
+    return Record(c.topic, partition, offset, payload[c.id_field],
+                  payload[revision_field] if revision_field else 1,
+                  payload[c.key_field], event_us, arrival_us, payload,
+                  digest(text), size, times, text)
+
+
+def py_payload_of(c: DecodePlan, s: msgspec.Struct
+                  ) -> tuple[dict[str, Any], str, dict[str, Any]] | None:
+    """(payload, its canonical JSON, times) of a struct the decoder accepted, in Python (the
+    twin of the C `payload_of`, which the compiled core uses); None when an ID has a character
+    outside the alphabet or an instant lies outside the UTC range."""
     if not _IDS_IN_ALPHABET(c.ids_of(s)):
         return None
     payload: dict[str, Any] = _ASDICT(s)
@@ -121,21 +200,6 @@ def record_of(c: DecodePlan, s: msgspec.Struct, partition: int, offset: int,
             # text msgspec's encoder gives a UTC datetime; tests/test_timeutil.py holds
             # `us_to_iso` to it). An instant in another zone is written in UTC.
             payload[name] = us_to_iso(us)
-    # Both time fields are required by every contract's struct: never None here. Read back as
-    # the objects the times hold (not unboxed): the Record then shares them, as state that
-    # keeps a record's times does, instead of holding copies.
-    event_us = times[c.event_time_field]
-    arrival_us = times[c.arrival_time_field]
-    if event_us - arrival_us > CLOCK_FAULT_US:
-        raise InvalidRecord(
-            R.EVENT_TIME_AFTER_ARRIVAL,
-            f"{c.event_time_field} is {(event_us - arrival_us) / 60e6:.1f} min after "
-            f"{c.arrival_time_field} (limit 5 min): producer clock fault")
     for name in c.dropped_fields:
         del payload[name]
-    raw = orjson.dumps(payload, option=_SORTED)
-    revision_field = c.revision_field
-    return Record(c.topic, partition, offset, payload[c.id_field],
-                  payload[revision_field] if revision_field else 1,
-                  payload[c.key_field], event_us, arrival_us, payload,
-                  digest(raw), size, times, raw.decode())
+    return payload, orjson.dumps(payload, option=_SORTED).decode(), times

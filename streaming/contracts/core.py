@@ -24,7 +24,8 @@ import orjson
 from ..hashing import digest
 from . import bounds as B
 from . import reasons as R
-from .canonical import MAX_US, MIN_US, DecodePlan, decoded_record, record_of
+from .canonical import (MAX_US, MIN_US, DecodePlan, decoded_record, payload_roles,
+                        record_of)
 from .record import InvalidRecord, Record
 
 SUPPORTED_SCHEMA_VERSIONS = B.SUPPORTED_SCHEMA_VERSIONS
@@ -104,15 +105,17 @@ class Contract:
                             if n != "schema_version")
         self._version_type = hints["schema_version"]
         ids = tuple(n for n, k, _ in self.fields if k in (B.ID, B.LABEL))
+        times = tuple(n for n, k, _ in self.fields if k in (B.TIME, B.OPT_TIME))
+        # Not business content: dropped from the payload before it is hashed.
+        dropped = ("schema_version", *self.non_payload)
+        roles, order = payload_roles(struct.__struct_fields__, ids, times, dropped)
         # What the compiled decoder reads (canonical.py).
         self.plan = DecodePlan(
             topic, msgspec.json.Decoder(struct),
             operator.attrgetter(*ids) if len(ids) > 1 else (lambda s: (getattr(s, ids[0]),)),
-            tuple((n, n not in self.non_payload) for n, k, _ in self.fields
-                  if k in (B.TIME, B.OPT_TIME)),
-            # Not business content: dropped from the payload before it is hashed.
-            ("schema_version", *self.non_payload),
-            id_field, key_field, revision_field, event_time_field, arrival_time_field)
+            tuple((n, n not in self.non_payload) for n in times), dropped,
+            id_field, key_field, revision_field, event_time_field, arrival_time_field,
+            struct.__struct_fields__, roles, order)
         names = {n for n, _, _ in self.fields}
         for role in (id_field, key_field, event_time_field, arrival_time_field,
                      revision_field, *self.non_payload):
