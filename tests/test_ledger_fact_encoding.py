@@ -61,9 +61,9 @@ def test_the_documents_are_orjsons_sorted_encoding(w):
 
 
 def test_hour_labels_past_the_bound_are_formatted_again_alike():
-    hours = [h * L.US_PER_HOUR for h in range(495_000, 495_000 + L._HOUR_LABELS_MAX + 10)]
+    hours = [h * L.US_PER_HOUR for h in range(495_000, 495_000 + L._HOUR_LABELS.limit + 10)]
     first = [L.hour_label(h) for h in hours]
-    assert len(L._HOUR_LABELS) <= L._HOUR_LABELS_MAX
+    assert len(L._HOUR_LABELS.texts) <= L._HOUR_LABELS.limit
     assert [L.hour_label(h) for h in hours] == first
     assert first[0] == "2026-06-21T00:00Z" and first[1] == "2026-06-21T01:00Z"
 

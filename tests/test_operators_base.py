@@ -1,5 +1,5 @@
 """What an operator's batch collector keeps of a disposed record: its archive row, made at
-once, and not the record itself."""
+once, and not the record itself; and the bounded store of texts operators keep."""
 
 from __future__ import annotations
 
@@ -58,3 +58,18 @@ def test_fits_int64_is_exact_on_both_sides_of_the_machine_range():
         assert fits_int64(value), value
     for value in (2**63, -(2**63) - 1, 2**64, -(2**70)):
         assert not fits_int64(value), value
+
+
+def test_bounded_texts_start_over_past_their_limit_and_keep_giving_the_same_texts():
+    from streaming.operators.base import BoundedTexts, json_recurring, json_scalar
+
+    store = BoundedTexts(3)
+    assert store.get("a") is None
+    assert store.keep("a", "A") == "A" and store.get("a") == "A"
+    for k in "bc":
+        store.keep(k, k.upper())
+    assert len(store.texts) == 3
+    store.keep("d", "D")  # past the limit: it starts over with the new text
+    assert store.texts == {"d": "D"} and store.get("a") is None
+    for v in ("merchant-1", 'q"t', "é€😀", "merchant-1"):
+        assert json_recurring(v) == json_scalar(v)

@@ -62,21 +62,37 @@ _JSON_QUOTED: Final[Callable[[str], str | None] | None] = native.hand_written(
     "streaming._texts", "json_quoted")
 
 
+class BoundedTexts:
+    """Texts kept by key, at most `limit` of them: past the limit it starts over, which costs
+    making texts again, never a wrong one. For texts the hot path would otherwise make per
+    record from few distinct keys (JSON spellings of recurring texts, an hour's label)."""
+
+    __slots__ = ("texts", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.texts: dict[Any, str] = {}
+        self.limit = limit
+
+    def get(self, key: Any) -> str | None:
+        return self.texts.get(key)
+
+    def keep(self, key: Any, text: str) -> str:
+        texts = self.texts
+        if len(texts) >= self.limit:
+            texts.clear()
+        texts[key] = text
+        return text
+
+
 # Texts that recur from fact to fact (merchants, stores, categories, a model's revision, the
 # words of decisions, statuses, origins and reasons) as JSON, kept rather than encoded again.
-# Bounded: a keyspace larger than this starts over, which costs encodings, never a wrong text.
-_RECURRING: Final[dict[str, str]] = {}  # Final: compiled, a static instead of a module lookup
-_RECURRING_MAX: Final = 4096
+_RECURRING: Final = BoundedTexts(4096)  # Final: compiled, a static instead of a module lookup
 
 
 def json_recurring(value: str) -> str:
-    """`json_scalar(value)` for a text that recurs, from the bounded cache."""
+    """`json_scalar(value)` for a text that recurs, from a bounded store of them."""
     text = _RECURRING.get(value)
-    if text is None:
-        if len(_RECURRING) >= _RECURRING_MAX:
-            _RECURRING.clear()
-        text = _RECURRING[value] = json_scalar(value)
-    return text
+    return text if text is not None else _RECURRING.keep(value, json_scalar(value))
 
 
 @dataclass(slots=True, init=False)

@@ -24,8 +24,8 @@ from ..contracts import Record
 from ..hashing import digest
 from ..state import Held
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, event_date, us_to_dt, us_to_iso
-from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, ROUTED, STALE, Emit, Fact,
-                   Quarantined, fits_int64, json_recurring, json_scalar)
+from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, ROUTED, STALE, BoundedTexts, Emit,
+                   Fact, Quarantined, fits_int64, json_recurring, json_scalar)
 from .changes import AppendedItems, GroupedRows, RowChanges, SnapshotParts
 from .identity import CONFLICT, CORRECTION, LIVE, IdentityIndex, settle
 from .ledger_categories import (CATEGORY, DUPLICATE as VERSION_DUPLICATE, HIGH_RISK, SIZE,
@@ -58,22 +58,18 @@ Signer = Callable[[dict[str, Any]], str]
 _SETTLED_COUNTER = {DUPLICATE: "duplicates", CONFLICT: "conflicts", STALE: "stale"}
 
 
-# An hour's label by its start; bounded: a recording of more hours starts over, which costs
-# formatting again, never a wrong label.
-_HOUR_LABELS: Final[dict[int, str]] = {}  # Final: compiled, a static instead of a module lookup
-_HOUR_LABELS_MAX: Final = 4096
+# An hour's label by its start, kept (a bounded store: a recording of more hours starts over).
+_HOUR_LABELS: Final = BoundedTexts(4096)  # Final: compiled, a static instead of a module lookup
 
 
 def hour_label(hour_us: int) -> str:
     # Kept: every payment needs its window key and strftime dominated the operator's cost. A
-    # dict rather than `lru_cache`: compiled, one C lookup where the cache's call was about
+    # compiled store rather than `lru_cache`: one C lookup where the cache's call was about
     # 550 instructions a payment (docs/performance.md, thirty-first round).
     label = _HOUR_LABELS.get(hour_us)
-    if label is None:
-        if len(_HOUR_LABELS) >= _HOUR_LABELS_MAX:
-            _HOUR_LABELS.clear()
-        label = _HOUR_LABELS[hour_us] = us_to_dt(hour_us).strftime("%Y-%m-%dT%H:00Z")
-    return label
+    if label is not None:
+        return label
+    return _HOUR_LABELS.keep(hour_us, us_to_dt(hour_us).strftime("%Y-%m-%dT%H:00Z"))
 
 
 def window_logical_key(account: str, hour_us: int) -> str:
