@@ -73,10 +73,10 @@ MIN_US: Final = py_instant_us(B.MIN_INSTANT)
 MAX_US: Final = py_instant_us(B.MAX_INSTANT)
 if _PAYLOAD_OF is not None:
     # The C holds the same range as the contracts' bounds (years 1-9999), as constants.
-    _texts = native.hand_written("streaming._texts", "FIRST_US"), native.hand_written(
-        "streaming._texts", "LAST_US")
-    if _texts != (MIN_US, MAX_US):
-        raise ImportError(f"streaming._texts holds the instants {_texts}, the contracts "
+    _C_RANGE = (native.hand_written("streaming._texts", "FIRST_US"),
+                native.hand_written("streaming._texts", "LAST_US"))
+    if _C_RANGE != (MIN_US, MAX_US):
+        raise ImportError(f"streaming._texts holds the instants {_C_RANGE}, the contracts "
                           f"{(MIN_US, MAX_US)}: rebuild the compiled core")
 
 
