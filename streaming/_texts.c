@@ -1,6 +1,7 @@
-/* Texts the hot path reads or writes for every record, in C: an aware datetime's
- * microseconds since the epoch, an instant's canonical UTC text, the ID alphabet check, and a
- * text as a JSON string.
+/* Texts the hot path reads or writes for every record, in C: a decoded struct's payload, its
+ * canonical JSON and its times in one call, an aware datetime's microseconds since the epoch,
+ * an instant's canonical UTC text, the ID alphabet check, a text as a JSON string, and the
+ * source's plain-line guard.
  *
  * Why: each was a handful of interpreter calls per field. An instant went through a datetime
  * subtraction and three attribute reads of the timedelta it made, its text through msgspec's
@@ -8,13 +9,14 @@
  * Measured per payment (interpreter, 200,000 calls each): 329 ns for one instant's
  * microseconds, 261 ns for its text, 374 ns for the join and the search; a payment has two
  * instants and three IDs. And a fact's IDs and times went to orjson and back to be quoted
- * (docs/performance.md, thirtieth round).
+ * (docs/performance.md, thirtieth round). The payload and the guard are the thirty-first
+ * round's (each says why where it is defined).
  *
- * Each function has a Python twin that gives the same answer (tests/test_texts.py compares
- * them on generated input): `streaming.contracts.canonical`, `streaming.timeutil` and
- * `streaming.operators.base` use these where the compiled core is in use, their own Python
- * otherwise. Built by
- * `python -m riskstream_tools.native_build` beside the mypyc modules. */
+ * Each function has a Python twin that gives the same answer (tests/test_texts.py and
+ * tests/test_canonical_payload.py compare them on generated input):
+ * `streaming.contracts.canonical`, `streaming.timeutil`, `streaming.operators.base` and
+ * `streaming.sources.records` use these where the compiled core is in use, their own Python
+ * otherwise. Built by `python -m riskstream_tools.native_build` beside the mypyc modules. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -6,8 +6,9 @@ next to its source, which Python imports in preference to the `.py`, and the bui
 hash of every source it compiled. The compiled modules call one another natively (a compiled
 operator reads a compiled `TimeQueue`'s fields as C struct members), so the set is used whole
 or not at all. Two modules beside them are C written by hand (`HAND_WRITTEN`): the content hash,
-and the hot path's texts (instants, IDs, JSON strings); built with them, hashed into the same
-record of the build and used only with them.
+and the hot path's texts (a decoded payload, instants, IDs, JSON strings, the source's
+plain-line guard); built with them, hashed into the same record of the build and used only with
+them.
 
 On import the package decides (`select`, called by `streaming/__init__`). The compiled set is
 used only when every source is unchanged since the build; otherwise every module of the set
@@ -66,9 +67,10 @@ COMPILED: tuple[str, ...] = (
     "streaming.host.drive",
 )
 # Written in C by hand, not compiled from Python: the content hash (`streaming.hashing` uses it
-# when the compiled set is in use, hashlib otherwise), and the hot path's texts: instants, IDs
-# and JSON strings (`streaming.contracts.canonical`, `streaming.timeutil` and
-# `streaming.operators.base` use them when it is in use, their Python twins otherwise). Module
+# when the compiled set is in use, hashlib otherwise), and the hot path's texts: a decoded
+# payload, instants, IDs, JSON strings and the source's plain-line guard
+# (`streaming.contracts.canonical`, `streaming.timeutil`, `streaming.operators.base` and
+# `streaming.sources.records` use them when it is in use, their Python twins otherwise). Module
 # name -> its C source.
 HAND_WRITTEN: dict[str, str] = {"streaming._blake2b": "streaming/_blake2b.c",
                                 "streaming._texts": "streaming/_texts.c"}
