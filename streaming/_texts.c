@@ -449,14 +449,11 @@ static PyObject *payload_of(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     const unsigned char *role = (const unsigned char *)PyBytes_AS_STRING(roles);
     /* Each time field's text (payload members only), by field index; NULL elsewhere. */
-    PyObject *texts_local[32];
-    PyObject **texts = texts_local;
+    PyObject *texts[32] = {NULL};
     if (n > 32) {
         PyErr_SetString(PyExc_ValueError, "payload_of(): more than 32 fields");
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < n; i++)
-        texts[i] = NULL;
     PyObject *payload = NULL, *times = NULL, *text = NULL, *result = NULL;
     int ascii = 1;  /* the JSON is ASCII unless `encode` wrote a member */
     Buffer b;

@@ -95,8 +95,7 @@ class DecodePlan:
                  time_fields: tuple[tuple[str, bool], ...], dropped_fields: tuple[str, ...],
                  id_field: str, key_field: str, revision_field: str | None,
                  event_time_field: str, arrival_time_field: str,
-                 fields: tuple[str, ...] = (), roles: bytes = b"",
-                 order: tuple[int, ...] = ()) -> None:
+                 fields: tuple[str, ...], roles: bytes, order: tuple[int, ...]) -> None:
         self.topic = topic
         self.decoder = decoder  # the contract's msgspec JSON decoder
         self.ids_of = ids_of  # a struct -> its identifiers and labels, as a tuple
@@ -108,7 +107,7 @@ class DecodePlan:
         self.event_time_field = event_time_field
         self.arrival_time_field = arrival_time_field
         # For the C `payload_of`: the struct's fields in order, a ROLE_* bit set for each, and
-        # the indices of the payload's members sorted by name. Empty: the Python twin serves.
+        # the indices of the payload's members sorted by name (`payload_roles`).
         self.fields = fields
         self.roles = roles
         self.order = order
@@ -151,7 +150,7 @@ def record_of(c: DecodePlan, s: msgspec.Struct, partition: int, offset: int,
     the alphabet or an instant lies outside the UTC range (the caller then judges the object
     field by field). Raises InvalidRecord for a record-level defect."""
     fast = _PAYLOAD_OF
-    if fast is not None and c.roles:
+    if fast is not None:
         got = fast(_ASTUPLE(s), c.fields, c.roles, c.order, _ENCODE_SORTED)
     else:
         got = py_payload_of(c, s)
