@@ -4,6 +4,7 @@ and pure builds write the same facts, byte for byte, on every pipeline."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.machinery
 import gc
@@ -219,3 +220,36 @@ def test_hand_written_names_only_the_cores_own_c_and_only_when_compiled():
         assert chosen(0) == "1970-01-01T00:00:00Z"
     else:
         assert chosen is None
+
+
+def _module_constants_not_final(module: str) -> list[str]:
+    """The module-level names of `module` bound without a `Final` (or `TypeAlias`) annotation:
+    plain assignments (unpacking included) and other annotations."""
+    tree = ast.parse(native.source_path(module).read_text())
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            found += [f"{module}:{node.lineno} {n.id}" for target in node.targets
+                      for n in ast.walk(target) if isinstance(n, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            annotation = ast.unparse(node.annotation)
+            if not annotation.startswith(("Final", "TypeAlias")):
+                found.append(f"{module}:{node.lineno} {ast.unparse(node.target)}")
+    return found
+
+
+def test_compiled_modules_bind_their_constants_final():
+    # Compiled, a module-level name without Final is a lookup in the module's dictionary at
+    # every use; a Final one is a constant or a static (the receipt scorer's entry slots, bound
+    # by unpacking, were about forty lookups per receipt; docs/performance.md, thirty-second
+    # round). Type aliases are TypeAlias.
+    found = [f for module in native.COMPILED for f in _module_constants_not_final(module)]
+    assert found == []
+
+
+def test_the_constant_check_finds_an_unpacked_or_plain_binding(tmp_path, monkeypatch):
+    src = tmp_path / "sample.py"
+    src.write_text("from typing import Final\nA, B = range(2)\nC: int = 3\nD: Final = 4\n"
+                   "E: TypeAlias = int\nF: Final[int] = 5\n")
+    monkeypatch.setattr(native, "source_path", lambda module: src)
+    assert _module_constants_not_final("sample") == ["sample:2 A", "sample:2 B", "sample:3 C"]

@@ -4,13 +4,13 @@ share them."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, Final, cast
 
 # The fields in order: the slots, the constructor's positional order, what equality compares
 # and what `replace` copies.
-FIELDS: tuple[str, ...] = ("topic", "partition", "offset", "id", "revision", "key", "event_us",
-                           "arrival_us", "payload", "payload_hash", "size", "times",
-                           "payload_json")
+FIELDS: Final[tuple[str, ...]] = ("topic", "partition", "offset", "id", "revision", "key",
+                                  "event_us", "arrival_us", "payload", "payload_hash", "size",
+                                  "times", "payload_json")
 
 
 class FieldValues:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 from ..contracts.canonical import decoded_record
 from ..contracts.core import Contract, decode, quarantine_text
@@ -26,10 +26,10 @@ from ..sources.raw import RawRecord
 from ..watermarks import InputWatermark
 from .checkpoints import tp_str
 
-TP = tuple[str, int]
+TP: TypeAlias = tuple[str, int]
 # idleness(index of the record just handled, worker clock, emit, decisions made): the worker's
 # evidence-based idleness check, asked after every record when idleness is on.
-Idleness = Callable[[int, int, Emit, list], None]
+Idleness: TypeAlias = Callable[[int, int, Emit, list], None]
 
 
 class BatchTrace:

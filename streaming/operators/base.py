@@ -18,7 +18,7 @@ DUPLICATE: Final = "duplicate"
 STALE: Final = "stale"
 ROUTED: Final = "routed_to_repair"
 QUARANTINED: Final = "quarantined"
-BUCKETS = (ACCEPTED, DUPLICATE, STALE, QUARANTINED, ROUTED)
+BUCKETS: Final = (ACCEPTED, DUPLICATE, STALE, QUARANTINED, ROUTED)
 
 # Aggregates (window totals, feature sums) are published as signed 64-bit integers, what the
 # store, DuckDB and every consumer hold. One that would leave the range is not published: the

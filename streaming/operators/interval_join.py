@@ -158,8 +158,8 @@ def signal_parts(signal_eid: str, signal_id: str, signal_rev: int, signal_time: 
 
 
 # An outcome's status is one of three words: its JSON text and the closing brace, once.
-_STATUS_TAIL = {status: json_scalar(status) + "}"
-                for status in ("provisional", "retracted", "final")}
+_STATUS_TAIL: Final = {status: json_scalar(status) + "}"
+                       for status in ("provisional", "retracted", "final")}
 
 
 class Entry:
@@ -208,7 +208,7 @@ class Entry:
         return e
 
 
-_size_of = attrgetter("size")  # in C: eviction sums the sizes of every evicted entry
+_size_of: Final = attrgetter("size")  # in C: eviction sums the sizes of every evicted entry
 
 
 # Identity row fields after [revision, payload_hash] (operators.identity): the version's key,

@@ -15,7 +15,7 @@ not depend on batch boundaries or on a throttle."""
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import heapq
 from collections.abc import Callable, Iterable
@@ -53,9 +53,9 @@ I_WHERE: Final = 6
 P_SIZE: Final = 4  # a window payment: [revision, merchant, amount, event_us, source bytes]
 ROUTED_WHERE: Final = "routed"
 
-Signer = Callable[[dict[str, Any]], str]
+Signer: TypeAlias = Callable[[dict[str, Any]], str]
 # The counter each settled identity outcome adds to.
-_SETTLED_COUNTER = {DUPLICATE: "duplicates", CONFLICT: "conflicts", STALE: "stale"}
+_SETTLED_COUNTER: Final = {DUPLICATE: "duplicates", CONFLICT: "conflicts", STALE: "stale"}
 
 
 # An hour's label by its start, kept (a bounded store: a recording of more hours starts over).

@@ -21,10 +21,9 @@ whatever the registry's pointer says by then."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from bisect import bisect_left
-from functools import lru_cache
 from itertools import accumulate
 
 import orjson
@@ -34,33 +33,45 @@ from ..hashing import digest
 from ..models.registry import Model
 from ..state import Held, TimeQueue
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
-from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, INT64_MAX, ROUTED, Emit, Fact,
-                   QueueEntry, fits_int64, json_recurring, json_scalar)
+from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, INT64_MAX, ROUTED, BoundedTexts, Emit,
+                   Fact, QueueEntry, fits_int64, json_recurring, json_scalar)
 from .changes import RowChanges, SnapshotParts
 from .identity import IdentityIndex, settle
 
-PIPELINE = "receipts"
-TOPIC = "receipts"
-STATE_SCHEMA = "receipt_scorer/1"
-WINDOW_US = 7 * US_PER_MIN  # merchant feature window [t - 7 min, t)
-LATENESS_US = 2 * US_PER_MIN  # watermark delay: partition_wm = max occurred_at - 2 min
-TOLERANCE_US = 5 * US_PER_MIN  # allowed delay below the watermark, scored live
+PIPELINE: Final = "receipts"
+TOPIC: Final = "receipts"
+STATE_SCHEMA: Final = "receipt_scorer/1"
+WINDOW_US: Final = 7 * US_PER_MIN  # merchant feature window [t - 7 min, t)
+LATENESS_US: Final = 2 * US_PER_MIN  # watermark delay: partition_wm = max occurred_at - 2 min
+TOLERANCE_US: Final = 5 * US_PER_MIN  # allowed delay below the watermark, scored live
 # How long receipt IDs are remembered for duplicate detection, in occurrence time below the
 # watermark. An older re-upload is beyond the allowed delay anyway and reconciliation checks
 # it against the archive.
-DEDUP_HORIZON_US = 24 * US_PER_HOUR
-RETENTION_US = TOLERANCE_US + WINDOW_US  # state below wm - 12 min is no longer read
+DEDUP_HORIZON_US: Final = 24 * US_PER_HOUR
+RETENTION_US: Final = TOLERANCE_US + WINDOW_US  # state below wm - 12 min is no longer read
 # An evicted prefix this long is cut from a merchant's lists (see ReceiptScorer._dead).
-COMPACT_AFTER = 256
+COMPACT_AFTER: Final = 256
 
-KIND = "decision"
+KIND: Final = "decision"
 # Fields of a decision payload that describe the run, not the decision: excluded from its hash
 # so a replay at another batch boundary is a no-op at the sink. It sorts after every business
 # field, which lets `decision_fact` append it to the hashed encoding (see there).
-RUN_FIELDS = ("watermark",)
+RUN_FIELDS: Final = ("watermark",)
 
-# Entry layout (lists, for compact snapshots):
-T, ID, AMOUNT, STORE, REV, CNT, AMT, MODEL, STATE, SIZE = range(10)  # SIZE: source bytes
+# Entry layout (lists, for compact snapshots). Its slots, like every constant here, are Final
+# names, one per line: compiled, each is then a constant in the code, where a name bound by
+# unpacking (or without Final) is a lookup in the module's dictionary at every use, dozens of
+# them per receipt (docs/performance.md, thirty-second round).
+T: Final = 0
+ID: Final = 1
+AMOUNT: Final = 2
+STORE: Final = 3
+REV: Final = 4
+CNT: Final = 5
+AMT: Final = 6
+MODEL: Final = 7
+STATE: Final = 8
+SIZE: Final = 9  # the source bytes
 # After them, not checkpointed: the entry's checkpoint JSON (the list of the fields above) as
 # an orjson Fragment, or None. A checkpoint holds every entry of the window, at every
 # checkpoint, and encoding those entries where they lie cost 1.4 us each (4.3 s of a
@@ -69,9 +80,12 @@ T, ID, AMOUNT, STORE, REV, CNT, AMT, MODEL, STATE, SIZE = range(10)  # SIZE: sou
 # once when the entry is written, while it is in the cache, a checkpoint copies the bytes
 # (docs/performance.md, twentieth round). Whatever writes an entry's fields encodes it again
 # (`_encoded`); a pending entry, scored soon, is encoded only then.
-ENCODED = SIZE + 1
-PENDING, SCORED, HISTORY = 0, 1, 2  # HISTORY: a reconciliation record, never scored live
-ID_T = 2  # identity row (operators.identity): [revision, payload_hash, occurred_us]
+ENCODED: Final = SIZE + 1
+# An entry's STATE:
+PENDING: Final = 0
+SCORED: Final = 1
+HISTORY: Final = 2  # a reconciliation record, never scored live
+ID_T: Final = 2  # identity row (operators.identity): [revision, payload_hash, occurred_us]
 
 
 def first_at_or_after(times: list[int], t: int, lo: int) -> int:
@@ -172,11 +186,18 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
                 digest(business), pred, business[:-1] + _watermark_tail(watermark_us))
 
 
-@lru_cache(maxsize=64)
+# The watermark tails rendered lately (a bounded store: a Final static when compiled, where a
+# cached function was a module lookup and an interpreted call per decision).
+_TAILS: Final = BoundedTexts(64)
+
+
 def _watermark_tail(watermark_us: int) -> str:
     """The watermark as the JSON tail `,"watermark":...}` (every decision of a batch carries
     the same one, so it is rendered once)."""
-    return f',"watermark":{json_scalar(us_to_iso(watermark_us))}}}'
+    tail = _TAILS.get(watermark_us)
+    if tail is None:
+        tail = _TAILS.keep(watermark_us, f',"watermark":{json_scalar(us_to_iso(watermark_us))}}}')
+    return tail
 
 
 class ReceiptScorer:
