@@ -397,9 +397,29 @@ static int put_decimal(char *p, long long x) {
     return len;
 }
 
-/* Whether an ASCII text needs no escape inside a JSON string. */
+/* Whether an ASCII text needs no escape inside a JSON string: no byte below 0x20, no quote,
+ * no backslash. Read a word at a time: when every byte of a word w is below 0x80 (ASCII),
+ * (w - n in every byte) & ~w & (0x80 in every byte) is non-zero exactly when some byte is below
+ * n (n <= 0x80), and a byte equals b exactly when w ^ (b in every byte) has a byte below 1.
+ * Byte by byte, the test was about half of a receipt decision's template fill
+ * (docs/performance.md, thirty-second round). */
+#define BYTES_ONES 0x0101010101010101ULL
+#define BYTES_HIGHS 0x8080808080808080ULL
+static inline uint64_t has_below(uint64_t w, unsigned n) {
+    return (w - BYTES_ONES * n) & ~w & BYTES_HIGHS;
+}
+static inline uint64_t has_byte(uint64_t w, unsigned b) {
+    return has_below(w ^ (BYTES_ONES * b), 1);
+}
 static int ascii_plain(const unsigned char *c, Py_ssize_t n) {
-    for (Py_ssize_t k = 0; k < n; k++) {
+    Py_ssize_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        uint64_t w;
+        memcpy(&w, c + k, 8);
+        if (has_below(w, 0x20) | has_byte(w, '"') | has_byte(w, '\\'))
+            return 0;
+    }
+    for (; k < n; k++) {
         if (c[k] < 0x20 || c[k] == '"' || c[k] == '\\')
             return 0;
     }
@@ -618,6 +638,126 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ filled JSON templates */
+/* json_fill(parts, kinds, values): the text parts[0] + values[0] + parts[1] + ... + values[n-1]
+ * + parts[n], each value written as its kind (one byte of `kinds` per value) says:
+ *   'i'  an integer within 64 bits, as its decimal digits
+ *   's'  an ASCII text that needs no escape, in quotes
+ *   't'  an instant in microseconds since the epoch, as its canonical UTC text in quotes
+ *   'r'  an ASCII text written as it is (JSON the caller has written: a number, a quoted text)
+ * or None when a value is outside its kind (another type, an integer past 64 bits, a text that
+ * is not ASCII or needs an escape, an instant outside years 1-9999): the caller then writes the
+ * text itself, as its Python twin does whatever the values. Every part is ASCII.
+ *
+ * Why: a receipt decision's document written by an f-string of fifteen members (JSON spellings
+ * looked up, integers and instants formatted, the pieces joined) cost about 6,500 of its
+ * 21,000 instructions (docs/performance.md, thirty-second round). */
+static PyObject *json_fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "json_fill() takes 3 arguments");
+        return NULL;
+    }
+    PyObject *parts = args[0], *kinds = args[1], *values = args[2];
+    if (!PyTuple_Check(parts) || !PyBytes_Check(kinds) || !PyTuple_Check(values)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "json_fill() takes (tuple of str, bytes, tuple)");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(values);
+    if (PyBytes_GET_SIZE(kinds) != n || PyTuple_GET_SIZE(parts) != n + 1) {
+        PyErr_SetString(PyExc_ValueError,
+                        "json_fill(): one kind per value and one part more than values");
+        return NULL;
+    }
+    const char *kind = PyBytes_AS_STRING(kinds);
+    Buffer b;
+    b.data = b.local;
+    b.len = 0;
+    b.cap = (Py_ssize_t)sizeof b.local;
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        PyObject *part = PyTuple_GET_ITEM(parts, i);
+        if (!PyUnicode_Check(part) || PyUnicode_READY(part) < 0 || !PyUnicode_IS_ASCII(part)) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "json_fill(): part %zd is not an ASCII str", i);
+            goto done;
+        }
+        if (buf_put(&b, (const char *)PyUnicode_1BYTE_DATA(part),
+                    PyUnicode_GET_LENGTH(part)) < 0)
+            goto done;
+        if (i == n)
+            break;
+        PyObject *v = PyTuple_GET_ITEM(values, i);
+        switch (kind[i]) {
+        case 'i':
+        case 't': {
+            if (!PyLong_CheckExact(v))
+                goto refused;
+            int overflow = 0;
+            long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (x == -1 && PyErr_Occurred())
+                goto done;
+            if (overflow)
+                goto refused;
+            if (buf_reserve(&b, ISO_MAX + 2) < 0)
+                goto done;
+            if (kind[i] == 'i') {
+                b.len += put_decimal(b.data + b.len, x);
+            } else {
+                char *p = b.data + b.len;
+                int len = iso_text(x, p + 1);
+                if (len == 0)
+                    goto refused;
+                p[0] = '"';
+                p[len + 1] = '"';
+                b.len += len + 2;
+            }
+            break;
+        }
+        case 's':
+        case 'r': {
+            if (!PyUnicode_CheckExact(v))
+                goto refused;
+            if (PyUnicode_READY(v) < 0)
+                goto done;
+            if (!PyUnicode_IS_ASCII(v))
+                goto refused;
+            const unsigned char *c = PyUnicode_1BYTE_DATA(v);
+            Py_ssize_t len = PyUnicode_GET_LENGTH(v);
+            if (kind[i] == 'r') {
+                if (buf_put(&b, (const char *)c, len) < 0)
+                    goto done;
+                break;
+            }
+            if (!ascii_plain(c, len))
+                goto refused;
+            if (buf_reserve(&b, len + 2) < 0)
+                goto done;
+            b.data[b.len] = '"';
+            memcpy(b.data + b.len + 1, c, (size_t)len);
+            b.data[b.len + 1 + len] = '"';
+            b.len += len + 2;
+            break;
+        }
+        default:
+            PyErr_Format(PyExc_ValueError, "json_fill(): unknown kind byte %d at %zd",
+                         (int)(unsigned char)kind[i], i);
+            goto done;
+        }
+    }
+    result = PyUnicode_New(b.len, 127);
+    if (result != NULL)
+        memcpy(PyUnicode_1BYTE_DATA(result), b.data, (size_t)b.len);
+    goto done;
+refused:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (b.data != b.local)
+        PyMem_Free(b.data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"instant_us", instant_us, METH_O,
      "instant_us(dt, /)\n--\n\nMicroseconds since the epoch of an aware datetime."},
@@ -632,6 +772,10 @@ static PyMethodDef methods[] = {
      "payload_of(values, fields, roles, order, encode, /)\n--\n\nA decoded struct's "
      "payload, its canonical JSON and its times, or None when an ID or an instant is outside "
      "its bounds."},
+    {"json_fill", (PyCFunction)(void (*)(void))json_fill, METH_FASTCALL,
+     "json_fill(parts, kinds, values, /)\n--\n\nThe parts with the values written between "
+     "them as their kinds say (i integer, s text, t instant, r raw JSON), or None when a value "
+     "is outside its kind."},
     {"plain_lines", plain_lines, METH_O,
      "plain_lines(lines, /)\n--\n\nWhether a list of source lines is plain: short, ASCII, "
      "no exponent of three digits, no long run of digits."},

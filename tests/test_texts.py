@@ -1,8 +1,9 @@
 """The decoder's hand-written C (streaming/_texts.c) against its Python twins: an aware
 datetime's microseconds in any zone, the canonical text of every instant of years 1-9999 (and
-None outside them), the ID alphabet over generated texts, and the source's plain-line guard
-over generated lines; the decoder, `us_to_iso` and the source use the C exactly when the
-compiled set is in use."""
+None outside them), the ID alphabet over generated texts, the source's plain-line guard over
+generated lines, and JSON templates filled with generated values (against orjson); the decoder,
+`us_to_iso`, the source and the receipt scorer use the C exactly when the compiled set is in
+use."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from streaming import native, timeutil
 from streaming.contracts import bounds as B
 from streaming.contracts import canonical
-from streaming.operators import base
+from streaming.operators import base, receipts
 from streaming.sources import records
 
 from .conftest import hand_written
@@ -122,6 +123,7 @@ def test_the_decoder_and_us_to_iso_use_the_c_exactly_when_compiled():
     assert (base._JSON_QUOTED is not None) is compiled
     assert (records._PLAIN_LINES is not records.py_plain_lines) is compiled
     assert (canonical._PAYLOAD_OF is not None) is compiled
+    assert (receipts._JSON_FILL is not None) is compiled
 
 
 def _orjson_text(value: object) -> str | None:
@@ -237,3 +239,95 @@ def test_plain_lines_refuses_what_is_not_a_list_of_bytes(c):
         c.plain_lines((b"a",))
     with pytest.raises(TypeError):
         c.plain_lines([b"a", "b"])
+
+
+def _filled_reference(parts: tuple[str, ...], kinds: bytes, values: tuple) -> str | None:
+    """What json_fill writes, from orjson: each value's JSON between the parts, or None when a
+    value is outside its kind."""
+    out = [parts[0]]
+    for part, kind, value in zip(parts[1:], kinds.decode(), values, strict=True):
+        if kind in "it":
+            if type(value) is not int or not -(2 ** 63) <= value < 2 ** 63:
+                return None
+            if kind == "t":
+                if not _FIRST_US <= value <= _LAST_US:
+                    return None
+                value = timeutil._py_us_to_iso(value)
+        elif type(value) is not str or not value.isascii():
+            return None
+        if kind == "r":
+            out.append(value)
+        else:
+            text = orjson.dumps(value).decode()
+            if kind == "s" and text != f'"{value}"':
+                return None  # it needs an escape
+            out.append(text)
+        out.append(part)
+    return "".join(out)
+
+
+_fill_values = st.one_of(
+    st.integers(-(2 ** 64), 2 ** 64), st.integers(_FIRST_US - 5, _FIRST_US + 5),
+    st.integers(_LAST_US - 5, _LAST_US + 5), st.booleans(), st.floats(), st.none(),
+    st.text(st.characters(max_codepoint=127), max_size=12), st.text(max_size=6))
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("istr"), _fill_values,
+                          st.text(st.characters(min_codepoint=32, max_codepoint=126),
+                                  max_size=8)), max_size=8),
+       st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=4))
+def test_json_fill_equals_orjson_between_the_parts(c, slots, first):
+    parts = (first, *(part for _, _, part in slots))
+    kinds = "".join(kind for kind, _, _ in slots).encode()
+    values = tuple(value for _, value, _ in slots)
+    assert c.json_fill(parts, kinds, values) == _filled_reference(parts, kinds, values)
+
+
+def test_json_fill_at_the_edges(c):
+    one = ("[", "]")
+    assert c.json_fill(one, b"i", (2 ** 63 - 1,)) == f"[{2 ** 63 - 1}]"
+    assert c.json_fill(one, b"i", (-(2 ** 63),)) == f"[{-(2 ** 63)}]"
+    assert c.json_fill(one, b"i", (2 ** 63,)) is None
+    assert c.json_fill(one, b"i", (True,)) is None  # orjson writes true, not 1
+    assert c.json_fill(one, b"t", (_FIRST_US,)) == '["0001-01-01T00:00:00Z"]'
+    assert c.json_fill(one, b"t", (_LAST_US,)) == '["9999-12-31T23:59:59.999999Z"]'
+    assert c.json_fill(one, b"t", (_FIRST_US - 1,)) is None
+    assert c.json_fill(one, b"t", (_LAST_US + 1,)) is None
+    assert c.json_fill(one, b"s", ("",)) == '[""]'
+    for declined in ('a"b', "a\\b", "a\x1fb", "é", "a\u2028"):
+        assert c.json_fill(one, b"s", (declined,)) is None
+    assert c.json_fill(one, b"r", ("0.25",)) == "[0.25]"
+    assert c.json_fill(one, b"r", ("é",)) is None
+    assert c.json_fill(("x",), b"", ()) == "x"
+    long = "k" * 2000  # past the buffer on the stack
+    assert c.json_fill((long, long, long), b"si", (long, 7)) == f'{long}"{long}"{long}7{long}'
+
+
+def test_json_fill_finds_every_byte_that_needs_an_escape_at_every_place_in_a_word(c):
+    # The text is read a word (8 bytes) at a time, then byte by byte: each ASCII byte at each
+    # place of two words and a tail.
+    for place in range(19):
+        for code in range(128):
+            text = "a" * place + chr(code) + "b" * (18 - place)
+            needs = code < 0x20 or chr(code) in '"\\'
+            assert c.json_fill(("", ""), b"s", (text,)) == (None if needs else f'"{text}"')
+
+
+def test_json_fill_refuses_a_malformed_template(c):
+    with pytest.raises(ValueError):
+        c.json_fill(("[", "]"), b"is", (1,))
+    with pytest.raises(ValueError):
+        c.json_fill(("[",), b"i", (1,))
+    with pytest.raises(ValueError):
+        c.json_fill(("[", "]"), b"x", (1,))
+    with pytest.raises(TypeError):
+        c.json_fill(["[", "]"], b"i", (1,))
+    with pytest.raises(TypeError):
+        c.json_fill(("[", "]"), "i", (1,))
+    with pytest.raises(TypeError):
+        c.json_fill(("[", 1), b"i", (1,))
+    with pytest.raises(TypeError):
+        c.json_fill(("é", "]"), b"i", (1,))
+    with pytest.raises(TypeError):
+        c.json_fill(("[", "]"), b"i")

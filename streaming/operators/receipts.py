@@ -21,6 +21,7 @@ whatever the registry's pointer says by then."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from bisect import bisect_left
@@ -28,6 +29,7 @@ from itertools import accumulate
 
 import orjson
 
+from .. import native
 from ..contracts import Record
 from ..hashing import digest
 from ..models.registry import Model
@@ -146,6 +148,23 @@ def _encoded(e: list[Any]) -> None:
     e[ENCODED] = orjson.Fragment(orjson.dumps(e[:ENCODED]).decode())
 
 
+# A decision's document as a template for `_texts.json_fill`: its members in key order, each
+# name with the text before it, and how each value is written (i integer, s text, t instant,
+# r JSON already written).
+_DECISION_MEMBERS: Final = (
+    ("amount_cents", "i"), ("decision", "s"), ("feature_amount_7m", "i"),
+    ("feature_count_7m", "i"), ("merchant_id", "s"), ("model_revision", "s"),
+    ("occurred_at", "t"), ("origin", "s"), ("reason", "s"), ("receipt_id", "s"),
+    ("score", "r"), ("scoring_revision", "i"), ("state_cutoff", "t"), ("status", "s"),
+    ("store_id", "s"))
+_DECISION_PARTS: Final = (*(("{" if i == 0 else ",") + f'"{name}":'
+                            for i, (name, _) in enumerate(_DECISION_MEMBERS)), "}")
+_DECISION_KINDS: Final = "".join(kind for _, kind in _DECISION_MEMBERS).encode()
+# Decided once, when the package's build is (streaming.native.select runs before this import).
+_JSON_FILL: Final[Callable[[tuple[str, ...], bytes, tuple[object, ...]], str | None] | None] = (
+    native.hand_written("streaming._texts", "json_fill"))
+
+
 def decision_key(receipt_id: str, scoring_revision: int) -> str:
     return f"{receipt_id}|{scoring_revision}"
 
@@ -159,23 +178,35 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     if not (fits_int64(amount_cents) and fits_int64(amount_7m)):
         raise ValueError(f"decision for {receipt_id}: an amount leaves the 64-bit range")
     score, decision = model.scorer.score_receipt(count, amount_7m, amount_cents)
-    occurred = us_to_iso(occurred_us)
     # The canonical document (sorted keys, compact), written member by member in key order
     # rather than built as a dict for orjson to walk: the dict and its encoding were a quarter
     # of a decision's instructions (docs/performance.md, twenty-ninth round). Integers are
     # their decimal digits (the overflow guard keeps every sum in the 64-bit range orjson
-    # allows); the texts and the score as canonical JSON spells them (`json_recurring`,
-    # `json_scalar`); an instant's text needs no escaping. tests/test_receipts_fact_encoding.py
-    # checks the result against a sorted orjson encoding of the dict, on generated decisions.
-    business = (
-        f'{{"amount_cents":{amount_cents},"decision":{json_recurring(decision)},'
-        f'"feature_amount_7m":{amount_7m},"feature_count_7m":{count},'
-        f'"merchant_id":{json_recurring(merchant_id)},'
-        f'"model_revision":{json_recurring(model.revision)},"occurred_at":"{occurred}",'
-        f'"origin":{json_recurring(origin)},"reason":{json_recurring(reason)},'
-        f'"receipt_id":{json_scalar(receipt_id)},"score":{json_scalar(score)},'
-        f'"scoring_revision":{scoring_revision},"state_cutoff":"{occurred}",'
-        f'"status":{json_recurring(status)},"store_id":{json_recurring(store_id)}}}')
+    # allows); the texts and the score as canonical JSON spells them; an instant's text needs
+    # no escaping. Where the compiled core is in use, one C call fills the template; it
+    # declines a text that is not plain ASCII, and the f-string below (every value, and every
+    # pure run) writes it. tests/test_receipts_fact_encoding.py checks both against a sorted
+    # orjson encoding of the dict, on generated decisions.
+    revision = model.revision
+    score_json = json_scalar(score)
+    business: str | None = None
+    fill = _JSON_FILL
+    if fill is not None:
+        business = fill(_DECISION_PARTS, _DECISION_KINDS, (
+            amount_cents, decision, amount_7m, count, merchant_id, revision, occurred_us,
+            origin, reason, receipt_id, score_json, scoring_revision, occurred_us, status,
+            store_id))
+    if business is None:
+        occurred = us_to_iso(occurred_us)
+        business = (
+            f'{{"amount_cents":{amount_cents},"decision":{json_recurring(decision)},'
+            f'"feature_amount_7m":{amount_7m},"feature_count_7m":{count},'
+            f'"merchant_id":{json_recurring(merchant_id)},'
+            f'"model_revision":{json_recurring(revision)},"occurred_at":"{occurred}",'
+            f'"origin":{json_recurring(origin)},"reason":{json_recurring(reason)},'
+            f'"receipt_id":{json_scalar(receipt_id)},"score":{score_json},'
+            f'"scoring_revision":{scoring_revision},"state_cutoff":"{occurred}",'
+            f'"status":{json_recurring(status)},"store_id":{json_recurring(store_id)}}}')
     # One canonical encoding serves both the hash and the stored JSON: the run field sorts
     # last, so the stored document is the hashed one with it appended before the closing brace
     # (the text the sink's own sorted encoding of `payload` would give).
