@@ -380,21 +380,30 @@ static int buf_encoded(Buffer *b, PyObject *encode, PyObject *value) {
 }
 
 /* A 64-bit integer's decimal digits at p (20 bytes at most); their count. (snprintf took
- * about 700 instructions an integer.) */
+ * about 700 instructions an integer; the digits are made two at a time, from the end.) */
 static int put_decimal(char *p, long long x) {
     char digits[20];
-    int n = 0;
+    int at = 20;
     unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
-    do {
-        digits[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
+    while (u >= 100) {
+        int two = (int)(u % 100);
+        u /= 100;
+        at -= 2;
+        digits[at] = TWO_DIGITS[two][0];
+        digits[at + 1] = TWO_DIGITS[two][1];
+    }
+    if (u >= 10) {
+        at -= 2;
+        digits[at] = TWO_DIGITS[u][0];
+        digits[at + 1] = TWO_DIGITS[u][1];
+    } else {
+        digits[--at] = (char)('0' + u);
+    }
     int len = 0;
     if (x < 0)
         p[len++] = '-';
-    while (n)
-        p[len++] = digits[--n];
-    return len;
+    memcpy(p + len, digits + at, (size_t)(20 - at));
+    return len + 20 - at;
 }
 
 /* Whether an ASCII text needs no escape inside a JSON string: no byte below 0x20, no quote,
@@ -411,19 +420,24 @@ static inline uint64_t has_below(uint64_t w, unsigned n) {
 static inline uint64_t has_byte(uint64_t w, unsigned b) {
     return has_below(w ^ (BYTES_ONES * b), 1);
 }
+static inline int word_plain(const unsigned char *c) {
+    uint64_t w;
+    memcpy(&w, c, 8);
+    return !(has_below(w, 0x20) | has_byte(w, '"') | has_byte(w, '\\'));
+}
 static int ascii_plain(const unsigned char *c, Py_ssize_t n) {
-    Py_ssize_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-        uint64_t w;
-        memcpy(&w, c + k, 8);
-        if (has_below(w, 0x20) | has_byte(w, '"') | has_byte(w, '\\'))
+    if (n < 8) {
+        for (Py_ssize_t k = 0; k < n; k++) {
+            if (c[k] < 0x20 || c[k] == '"' || c[k] == '\\')
+                return 0;
+        }
+        return 1;
+    }
+    for (Py_ssize_t k = 0; k + 8 <= n; k += 8) {
+        if (!word_plain(c + k))
             return 0;
     }
-    for (; k < n; k++) {
-        if (c[k] < 0x20 || c[k] == '"' || c[k] == '\\')
-            return 0;
-    }
-    return 1;
+    return word_plain(c + n - 8);  /* the tail, as the last word (overlapping the one before) */
 }
 
 /* The first and last microsecond of years 1-9999: the instants a record may hold
@@ -682,9 +696,18 @@ static PyObject *json_fill(PyObject *module, PyObject *const *args, Py_ssize_t n
                 PyErr_Format(PyExc_TypeError, "json_fill(): part %zd is not an ASCII str", i);
             goto done;
         }
-        if (buf_put(&b, (const char *)PyUnicode_1BYTE_DATA(part),
-                    PyUnicode_GET_LENGTH(part)) < 0)
+        /* Room for the part and for an integer or an instant after it. */
+        Py_ssize_t plen = PyUnicode_GET_LENGTH(part);
+        if (buf_reserve(&b, plen + ISO_MAX + 2) < 0)
             goto done;
+        const char *pc = (const char *)PyUnicode_1BYTE_DATA(part);
+        if (plen <= 8) {  /* most parts are a comma and a name: no call for them */
+            for (Py_ssize_t k = 0; k < plen; k++)
+                b.data[b.len + k] = pc[k];
+        } else {
+            memcpy(b.data + b.len, pc, (size_t)plen);
+        }
+        b.len += plen;
         if (i == n)
             break;
         PyObject *v = PyTuple_GET_ITEM(values, i);
@@ -699,8 +722,6 @@ static PyObject *json_fill(PyObject *module, PyObject *const *args, Py_ssize_t n
                 goto done;
             if (overflow)
                 goto refused;
-            if (buf_reserve(&b, ISO_MAX + 2) < 0)
-                goto done;
             if (kind[i] == 'i') {
                 b.len += put_decimal(b.data + b.len, x);
             } else {

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from streaming.models.logistic import transformed
 from streaming.models.registry import INITIAL_ARTIFACT, Model
+from streaming.operators import receipts
 from streaming.operators.receipts import RUN_FIELDS, decision_fact, decision_key
 from streaming.store.ops import dumps
 from streaming.timeutil import NEG_INF, POS_INF, us_to_iso
@@ -139,3 +140,23 @@ def test_a_model_reads_only_the_features_it_names():
     assert two.score(named) == reference_score(two, named)
     assert (two.scorer.score_receipt(3, 0, 12_345) == two.scorer.score_receipt(3, 10 ** 9, 12_345)
             == two.score(named))
+
+
+entries = st.tuples(
+    times, text, st.integers(-(2 ** 63), 2 ** 63 - 1), text, st.integers(0, 50),
+    st.integers(0, 10_000), st.integers(-(2 ** 63), 2 ** 63 - 1),
+    st.one_of(st.none(), st.sampled_from([m.revision for m in MODELS]), text),
+    st.sampled_from([receipts.PENDING, receipts.SCORED, receipts.HISTORY]),
+    st.integers(0, 1 << 20))
+
+
+@settings(max_examples=1500, deadline=None)
+@given(entries)
+def test_an_entrys_kept_checkpoint_json_is_orjsons(fields):
+    """The JSON an entry keeps for checkpoints (the compiled core's template, or orjson for
+    what it declines) is orjson's encoding of the entry's fields."""
+    e = [*fields, None]
+    assert len(e) == receipts.ENCODED + 1
+    receipts._encoded(e)
+    assert orjson.dumps(e[receipts.ENCODED]) == orjson.dumps(list(fields))
+    assert orjson.loads(orjson.dumps(e[receipts.ENCODED])) == list(fields)

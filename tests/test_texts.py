@@ -289,6 +289,11 @@ def test_json_fill_at_the_edges(c):
     assert c.json_fill(one, b"i", (2 ** 63 - 1,)) == f"[{2 ** 63 - 1}]"
     assert c.json_fill(one, b"i", (-(2 ** 63),)) == f"[{-(2 ** 63)}]"
     assert c.json_fill(one, b"i", (2 ** 63,)) is None
+    # Digits are written two at a time: every length, at its edges, either sign.
+    for k in range(19):
+        for x in (10 ** k - 1, 10 ** k, 10 ** k + 1):
+            assert c.json_fill(one, b"i", (x,)) == f"[{x}]"
+            assert c.json_fill(one, b"i", (-x,)) == f"[{-x}]"
     assert c.json_fill(one, b"i", (True,)) is None  # orjson writes true, not 1
     assert c.json_fill(one, b"t", (_FIRST_US,)) == '["0001-01-01T00:00:00Z"]'
     assert c.json_fill(one, b"t", (_LAST_US,)) == '["9999-12-31T23:59:59.999999Z"]'

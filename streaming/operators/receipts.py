@@ -144,8 +144,21 @@ def _encoded(e: list[Any]) -> None:
 
     Kept as text, a copy the size of the JSON: the bytes orjson returns are kept by the
     allocator in a block the size orjson first reserved, and a window of them held for minutes
-    took a 200,000-receipt run from 227 to 425 MiB of resident memory (235 MiB as text)."""
-    e[ENCODED] = orjson.Fragment(orjson.dumps(e[:ENCODED]).decode())
+    took a 200,000-receipt run from 227 to 425 MiB of resident memory (235 MiB as text).
+    Where the compiled core is in use, the text is filled from a template in one C call (a
+    third of the cost of orjson's encoding and its decode; docs/performance.md, thirty-second
+    round); orjson writes what it declines (a text past plain ASCII), and every entry of a
+    pure run."""
+    text: str | None = None
+    fill = _JSON_FILL
+    if fill is not None:
+        model = e[MODEL]
+        text = fill(_ENTRY_PARTS, _ENTRY_KINDS if model is not None else _ENTRY_KINDS_NO_MODEL,
+                    (e[T], e[ID], e[AMOUNT], e[STORE], e[REV], e[CNT], e[AMT],
+                     model if model is not None else "null", e[STATE], e[SIZE]))
+    if text is None:
+        text = orjson.dumps(e[:ENCODED]).decode()
+    e[ENCODED] = orjson.Fragment(text)
 
 
 # A decision's document as a template for `_texts.json_fill`: its members in key order, each
@@ -160,6 +173,11 @@ _DECISION_MEMBERS: Final = (
 _DECISION_PARTS: Final = (*(("{" if i == 0 else ",") + f'"{name}":'
                             for i, (name, _) in enumerate(_DECISION_MEMBERS)), "}")
 _DECISION_KINDS: Final = "".join(kind for _, kind in _DECISION_MEMBERS).encode()
+# An entry's fields (T .. SIZE) as a JSON array, for the same C: its model is text, or None
+# (not scored yet) written as JSON's null.
+_ENTRY_PARTS: Final = ("[", *([","] * SIZE), "]")
+_ENTRY_KINDS: Final = b"isisiiisii"
+_ENTRY_KINDS_NO_MODEL: Final = b"isisiiirii"
 # Decided once, when the package's build is (streaming.native.select runs before this import).
 _JSON_FILL: Final[Callable[[tuple[str, ...], bytes, tuple[object, ...]], str | None] | None] = (
     native.hand_written("streaming._texts", "json_fill"))
