@@ -406,6 +406,18 @@ static int put_decimal(char *p, long long x) {
     return len + 20 - at;
 }
 
+/* A str's characters as bytes when it is ASCII: 1 with *c and *len set, 0 when it is not ASCII,
+ * -1 on error. */
+static int ascii_view(PyObject *s, const unsigned char **c, Py_ssize_t *len) {
+    if (PyUnicode_READY(s) < 0)
+        return -1;
+    if (!PyUnicode_IS_ASCII(s))
+        return 0;
+    *c = PyUnicode_1BYTE_DATA(s);
+    *len = PyUnicode_GET_LENGTH(s);
+    return 1;
+}
+
 /* Whether an ASCII text needs no escape inside a JSON string: no byte below 0x20, no quote,
  * no backslash. Read a word at a time: when every byte of a word w is below 0x80 (ASCII),
  * (w - n in every byte) & ~w & (0x80 in every byte) is non-zero exactly when some byte is below
@@ -510,12 +522,13 @@ static PyObject *payload_of(PyObject *module, PyObject *const *args, Py_ssize_t 
                 PyErr_Format(PyExc_TypeError, "ID field %R: expected str", name);
                 goto done;
             }
-            if (PyUnicode_READY(v) < 0)
+            const unsigned char *c;
+            Py_ssize_t len;
+            int viewed = ascii_view(v, &c, &len);
+            if (viewed < 0)
                 goto done;
-            if (!PyUnicode_IS_ASCII(v))
+            if (!viewed)
                 goto refused;
-            const unsigned char *c = PyUnicode_1BYTE_DATA(v);
-            Py_ssize_t len = PyUnicode_GET_LENGTH(v);
             for (Py_ssize_t k = 0; k < len; k++) {
                 if (!ID_CHAR[c[k]])
                     goto refused;
@@ -740,12 +753,13 @@ static PyObject *json_fill(PyObject *module, PyObject *const *args, Py_ssize_t n
         case 'r': {
             if (!PyUnicode_CheckExact(v))
                 goto refused;
-            if (PyUnicode_READY(v) < 0)
+            const unsigned char *c;
+            Py_ssize_t len;
+            int viewed = ascii_view(v, &c, &len);
+            if (viewed < 0)
                 goto done;
-            if (!PyUnicode_IS_ASCII(v))
+            if (!viewed)
                 goto refused;
-            const unsigned char *c = PyUnicode_1BYTE_DATA(v);
-            Py_ssize_t len = PyUnicode_GET_LENGTH(v);
             if (kind[i] == 'r') {
                 if (buf_put(&b, (const char *)c, len) < 0)
                     goto done;
