@@ -1,7 +1,7 @@
 /* Texts the hot path reads or writes for every record, in C: a decoded struct's payload, its
  * canonical JSON and its times in one call, an aware datetime's microseconds since the epoch,
  * an instant's canonical UTC text, the ID alphabet check, a text as a JSON string, and the
- * source's plain-line guard.
+ * source's plain-line guard, and a JSON template filled with integers, texts and instants.
  *
  * Why: each was a handful of interpreter calls per field. An instant went through a datetime
  * subtraction and three attribute reads of the timedelta it made, its text through msgspec's
@@ -10,10 +10,11 @@
  * microseconds, 261 ns for its text, 374 ns for the join and the search; a payment has two
  * instants and three IDs. And a fact's IDs and times went to orjson and back to be quoted
  * (docs/performance.md, thirtieth round). The payload and the guard are the thirty-first
- * round's (each says why where it is defined).
+ * round's, the template the thirty-second's (each says why where it is defined).
  *
- * Each function has a Python twin that gives the same answer (tests/test_texts.py and
- * tests/test_canonical_payload.py compare them on generated input):
+ * Each function but the template has a Python twin that gives the same answer
+ * (tests/test_texts.py and tests/test_canonical_payload.py compare them on generated input);
+ * the template's callers write what it declines themselves, and it is compared with orjson:
  * `streaming.contracts.canonical`, `streaming.timeutil`, `streaming.operators.base` and
  * `streaming.sources.records` use these where the compiled core is in use, their own Python
  * otherwise. Built by `python -m riskstream_tools.native_build` beside the mypyc modules. */
@@ -206,6 +207,12 @@ static PyObject *ids_in_alphabet(PyObject *module, PyObject *ids) {
     Py_RETURN_TRUE;
 }
 
+/* Whether JSON writes a character escaped inside a string: a control character, a quote, a
+ * backslash (the one definition: json_quoted, and ascii_plain below with its word form). */
+static inline int needs_escape(Py_UCS4 ch) {
+    return ch < 0x20 || ch == '"' || ch == '\\';
+}
+
 /* json_quoted(s): the JSON string orjson writes for `s` when that is `s` in quotes (no
  * character below U+0020, no quote, no backslash, no lone surrogate, which orjson refuses);
  * None otherwise, for the caller to encode. */
@@ -223,13 +230,13 @@ static PyObject *json_quoted(PyObject *module, PyObject *s) {
     if (kind == PyUnicode_1BYTE_KIND) {
         const unsigned char *c = data;
         for (Py_ssize_t k = 0; k < len; k++) {
-            if (c[k] < 0x20 || c[k] == '"' || c[k] == '\\')
+            if (needs_escape(c[k]))
                 Py_RETURN_NONE;
         }
     } else {
         for (Py_ssize_t k = 0; k < len; k++) {
             Py_UCS4 ch = PyUnicode_READ(kind, data, k);
-            if (ch < 0x20 || ch == '"' || ch == '\\' || (ch >= 0xD800 && ch <= 0xDFFF))
+            if (needs_escape(ch) || (ch >= 0xD800 && ch <= 0xDFFF))
                 Py_RETURN_NONE;
         }
     }
@@ -440,7 +447,7 @@ static inline int word_plain(const unsigned char *c) {
 static int ascii_plain(const unsigned char *c, Py_ssize_t n) {
     if (n < 8) {
         for (Py_ssize_t k = 0; k < n; k++) {
-            if (c[k] < 0x20 || c[k] == '"' || c[k] == '\\')
+            if (needs_escape(c[k]))
                 return 0;
         }
         return 1;

@@ -130,18 +130,20 @@ def window_fact(account: str, hour_us: int, revision: int, status: str,
                 content: dict[str, Any]) -> Fact:
     """The fact of a window's revision from its content (`window_content`)."""
     head = window_head(account, hour_us, content["payment_count"], content["category_counts"])
-    return _window_fact(account, hour_us, revision, status, head, content["risk_count"],
-                        content["total_cents"])
+    return _window_fact(account, hour_us, window_logical_key(account, hour_us), revision,
+                        status, head, content["risk_count"], content["total_cents"])
 
 
-def _window_fact(account: str, hour_us: int, revision: int, status: str, head: str,
+def _window_fact(account: str, hour_us: int, key: str, revision: int, status: str, head: str,
                  risk: int, total: int) -> Fact:
+    """`key`: the window's logical key (an open window holds it; composed again it cost a
+    new text per revision)."""
     text = (f'{head}"revision":{revision},"risk_count":{risk},'
             f'"status":{json_recurring(status)},"total_cents":{total}}}')
     pred = window_fact_key(account, hour_us, revision - 1) if revision > 1 else None
     # The fact carries its text only: `payload` is decoded from it when something reads it.
-    return Fact(window_fact_key(account, hour_us, revision), "window",
-                window_logical_key(account, hour_us), status, None, digest(text), pred, text)
+    return Fact(window_fact_key(account, hour_us, revision), "window", key, status, None,
+                digest(text), pred, text)
 
 
 class Window:
@@ -314,7 +316,8 @@ class LedgerOperator:
         w.revision += 1
         w.content_hash = h
         w.status = status
-        out.fact(_window_fact(w.account, w.hour, w.revision, status, head, w.risk, w.total))
+        out.fact(_window_fact(w.account, w.hour, w.key, w.revision, status, head, w.risk,
+                              w.total))
         self.counters["revisions"] += 1
         self.counters[status] += 1
 
