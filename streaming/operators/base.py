@@ -61,6 +61,13 @@ def json_scalar(value: object) -> str:
 _JSON_QUOTED: Final[Callable[[str], str | None] | None] = native.hand_written(
     "streaming._texts", "json_quoted")
 
+# `_texts.json_fill(parts, kinds, values)` where the compiled core is in use, else None: a
+# document's text from a template in one C call (kinds: i integer, s text, t instant, r JSON
+# already written), or None when a value is outside its kind, and the caller then writes the
+# text itself. The operators that fill templates with it import it from here.
+JSON_FILL: Final[Callable[[tuple[str, ...], bytes, tuple[object, ...]], str | None] | None] = (
+    native.hand_written("streaming._texts", "json_fill"))
+
 
 class BoundedTexts:
     """Texts kept by key, at most `limit` of them: past the limit it starts over, which costs

@@ -27,7 +27,7 @@ from ..hashing import digest
 from ..keys import compose, escape
 from ..state import KeyedSide, TimeQueue
 from ..timeutil import NEG_INF, POS_INF, US_PER_MIN, us_to_iso
-from .base import ACCEPTED, ROUTED, Emit, Fact, QueueEntry, json_scalar
+from .base import ACCEPTED, JSON_FILL, ROUTED, Emit, Fact, QueueEntry, json_scalar
 from .identity import CORRECTION, LIVE, REV, IdentityIndex, settle
 
 RULE_VERSION: Final = "ij-v1:-47m..+8m"
@@ -132,16 +132,52 @@ class SignalParts:
 
 
 def payment_parts(rule_json: str, rule_eid: str, payment_eid: str, payment_id: str,
-                  payment_rev: int, merchant_id: str, payment_us: int, payment_time: str,
+                  payment_rev: int, merchant_id: str, payment_us: int,
                   amount_cents: int | None) -> PaymentParts:
     """`rule_json`: the rule version as JSON text. Members in sorted key order: amount_cents <
     match_count < merchant_id < pair_id < payment_id < payment_rev < payment_time <
     rule_version < score < signal_* < status; each value as canonical JSON writes it (the
-    revision, an int, is its decimal digits)."""
+    revision, an int, is its decimal digits; the time, `us_to_iso` of `payment_us`).
+
+    Where the compiled core is in use, each part is one `json_fill` call; six f-strings over
+    JSON spellings of the values cost about 11,000 instructions a payment, the calls about
+    (docs/performance.md, thirty-third round). What the C declines (a text past plain ASCII
+    or one JSON escapes, an instant outside years 1-9999) and every payment of a pure run is
+    written by `_written_payment_parts`, the definition the C's output is checked against
+    (tests/test_interval_join_parts.py)."""
+    fill = JSON_FILL
+    if fill is not None:
+        # Each integer boxed once for the calls, not once per call.
+        rev: object = payment_rev
+        us: object = payment_us
+        if amount_cents is None:
+            amount: object = "null"
+            head_kinds, amount_kind = b"rs", b"r"
+        else:
+            amount = amount_cents
+            head_kinds, amount_kind = b"is", b"i"
+        pair_head = fill(_PAIR_HEAD, head_kinds, (amount, merchant_id))
+        pair_mid = fill(_PAIR_MID, b"sitr", (payment_id, rev, us, rule_json))
+        pid_head = fill(_PID_HEAD, b"rri", (rule_eid, payment_eid, rev))
+        outcome_head = fill(_OUTCOME_HEAD, amount_kind, (amount,))
+        outcome_mid = fill(_OUTCOME_MID, b"ssitr", (merchant_id, payment_id, rev, us, rule_json))
+        key_head = fill(_OUTCOME_KEY_HEAD, b"iri", (us, payment_eid, rev))
+        if (pair_head is not None and pair_mid is not None and pid_head is not None
+                and outcome_head is not None and outcome_mid is not None
+                and key_head is not None):
+            return PaymentParts(pair_head, pair_mid, pid_head, f"pair|{payment_us}|",
+                                outcome_head, outcome_mid, key_head)
+    return _written_payment_parts(rule_json, rule_eid, payment_eid, payment_id, payment_rev,
+                                  merchant_id, payment_us, amount_cents)
+
+
+def _written_payment_parts(rule_json: str, rule_eid: str, payment_eid: str, payment_id: str,
+                           payment_rev: int, merchant_id: str, payment_us: int,
+                           amount_cents: int | None) -> PaymentParts:
     amount = '{"amount_cents":' + json_scalar(amount_cents)
     merchant = '"merchant_id":' + json_scalar(merchant_id)
     body = (f'"payment_id":{json_scalar(payment_id)},"payment_rev":{payment_rev},'
-            f'"payment_time":{json_scalar(payment_time)},"rule_version":{rule_json}')
+            f'"payment_time":{json_scalar(us_to_iso(payment_us))},"rule_version":{rule_json}')
     return PaymentParts(
         f'{amount},{merchant},"pair_id":"', f'",{body},',
         f"{rule_eid}|{payment_eid}|{payment_rev}|",
@@ -150,11 +186,34 @@ def payment_parts(rule_json: str, rule_eid: str, payment_eid: str, payment_id: s
         outcome_key_head(payment_us, payment_eid, payment_rev))
 
 
-def signal_parts(signal_eid: str, signal_id: str, signal_rev: int, signal_time: str,
+def signal_parts(signal_eid: str, signal_id: str, signal_rev: int, signal_us: int,
                  score: float | None) -> SignalParts:
-    tail = (f'"score":{json_scalar(score)},"signal_id":{json_scalar(signal_id)},'
-            f'"signal_rev":{signal_rev},"signal_time":{json_scalar(signal_time)}}}')
+    """A signal's members of a pair (`score` < `signal_*`), filled by the C as a payment's
+    parts are, else written here."""
+    score_json = json_scalar(score)
+    tail: str | None = None
+    fill = JSON_FILL
+    if fill is not None:
+        tail = fill(_PAIR_TAIL, b"rsit", (score_json, signal_id, signal_rev, signal_us))
+    if tail is None:
+        tail = (f'"score":{score_json},"signal_id":{json_scalar(signal_id)},'
+                f'"signal_rev":{signal_rev},"signal_time":{json_scalar(us_to_iso(signal_us))}}}')
     return SignalParts(tail, f"{signal_eid}|{signal_rev}")
+
+
+# The parts as `json_fill` templates: the texts between the values, in the order above. Typed
+# as tuples of any length: a fixed-length one is held unboxed by the compiled core and built
+# into a new tuple at every use.
+_PAIR_HEAD: Final[tuple[str, ...]] = ('{"amount_cents":', ',"merchant_id":', ',"pair_id":"')
+_PAIR_MID: Final[tuple[str, ...]] = ('","payment_id":', ',"payment_rev":', ',"payment_time":',
+                                     ',"rule_version":', ',')
+_PID_HEAD: Final[tuple[str, ...]] = ("", "|", "|", "|")
+_OUTCOME_HEAD: Final[tuple[str, ...]] = ('{"amount_cents":', ',"match_count":')
+_OUTCOME_MID: Final[tuple[str, ...]] = (',"merchant_id":', ',"payment_id":', ',"payment_rev":',
+                                        ',"payment_time":', ',"rule_version":', ',"status":')
+_OUTCOME_KEY_HEAD: Final[tuple[str, ...]] = ("outcome|", "|", "|", "|")
+_PAIR_TAIL: Final[tuple[str, ...]] = ('"score":', ',"signal_id":', ',"signal_rev":',
+                                      ',"signal_time":', "}")
 
 
 # An outcome's status is one of three words: its JSON text and the closing brace, once.
@@ -166,7 +225,7 @@ class Entry:
     """A payment or signal held in state. `matches` maps counterpart id -> current pair id."""
 
     __slots__ = ("id", "rev", "t", "key", "seq", "size", "payload", "matches", "outcome",
-                 "outcome_seq", "arrival", "_iso", "eid", "payment_parts", "signal_parts")
+                 "outcome_seq", "arrival", "eid", "payment_parts", "signal_parts")
 
     def __init__(self, id: str, rev: int, t: int, key: str, seq: int, size: int,
                  payload: dict[str, Any], arrival: int) -> None:
@@ -181,19 +240,11 @@ class Entry:
         self.matches: dict[str, str] = {}
         self.outcome = ""  # last outcome status published (payments only)
         self.outcome_seq = 0
-        self._iso: str | None = None
         self.eid = escape(id)  # the ID as a composite-key part, escaped once per entry
         # The entry's fact parts, made by the operator when the entry first needs them (typed
         # per side, so compiled code reads their fields by position).
         self.payment_parts: PaymentParts | None = None
         self.signal_parts: SignalParts | None = None
-
-    @property
-    def iso(self) -> str:
-        """The event time as ISO text for payloads, formatted once per entry (not per pair)."""
-        if self._iso is None:
-            self._iso = us_to_iso(self.t)
-        return self._iso
 
     def dump(self) -> list[Any]:
         return [self.id, self.rev, self.t, self.key, self.seq, self.size, self.payload,
@@ -407,12 +458,12 @@ class IntervalJoin:
     # ------------------------------------------------------------------ facts
     def _payment_parts(self, p: Entry) -> PaymentParts:
         parts = p.payment_parts = payment_parts(self._rule_json, self._rule_eid, p.eid, p.id,
-                                                p.rev, p.key, p.t, p.iso,
+                                                p.rev, p.key, p.t,
                                                 p.payload.get("amount_cents"))
         return parts
 
     def _signal_parts(self, s: Entry) -> SignalParts:
-        parts = s.signal_parts = signal_parts(s.eid, s.id, s.rev, s.iso, s.payload.get("score"))
+        parts = s.signal_parts = signal_parts(s.eid, s.id, s.rev, s.t, s.payload.get("score"))
         return parts
 
     def _publish(self, p: Entry, s: Entry, out: Emit) -> str:

@@ -21,7 +21,6 @@ whatever the registry's pointer says by then."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Final
 
 from bisect import bisect_left
@@ -29,14 +28,13 @@ from itertools import accumulate
 
 import orjson
 
-from .. import native
 from ..contracts import Record
 from ..hashing import digest
 from ..models.registry import Model
 from ..state import Held, TimeQueue
 from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
-from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, INT64_MAX, ROUTED, BoundedTexts, Emit,
-                   Fact, QueueEntry, fits_int64, json_recurring, json_scalar)
+from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, INT64_MAX, JSON_FILL, ROUTED,
+                   BoundedTexts, Emit, Fact, QueueEntry, fits_int64, json_recurring, json_scalar)
 from .changes import RowChanges, SnapshotParts
 from .identity import IdentityIndex, settle
 
@@ -150,7 +148,7 @@ def _encoded(e: list[Any]) -> None:
     docs/performance.md, thirty-second round); orjson writes what the C declines (a text past
     plain ASCII) and every entry of a pure run."""
     text: str | None = None
-    fill = _JSON_FILL
+    fill = JSON_FILL
     if fill is not None:
         model = e[MODEL]
         text = fill(_ENTRY_PARTS, _ENTRY_KINDS if model is not None else _ENTRY_KINDS_NO_MODEL,
@@ -178,9 +176,6 @@ _DECISION_KINDS: Final = "".join(kind for _, kind in _DECISION_MEMBERS).encode()
 _ENTRY_PARTS: Final = ("[", *([","] * SIZE), "]")
 _ENTRY_KINDS: Final = b"isisiiisii"
 _ENTRY_KINDS_NO_MODEL: Final = b"isisiiirii"
-# Decided once, when the package's build is (streaming.native.select runs before this import).
-_JSON_FILL: Final[Callable[[tuple[str, ...], bytes, tuple[object, ...]], str | None] | None] = (
-    native.hand_written("streaming._texts", "json_fill"))
 
 
 def decision_key(receipt_id: str, scoring_revision: int) -> str:
@@ -208,7 +203,7 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     revision = model.revision
     score_json = json_scalar(score)
     business: str | None = None
-    fill = _JSON_FILL
+    fill = JSON_FILL
     if fill is not None:
         business = fill(_DECISION_PARTS, _DECISION_KINDS, (
             amount_cents, decision, amount_7m, count, merchant_id, revision, occurred_us,
