@@ -240,3 +240,24 @@ def test_incremental_window_aggregates_equal_a_full_recomputation():
                 {k: w.content() for k, w in d.op.windows.items()}
     assert d.op.counters["corrections_live"] > 20 and d.op.counters["category_versions"] > 20
     assert d.op.counters["revised"] > 10
+
+
+def test_payments_back_and_forth_between_hours_land_in_their_own_windows():
+    """An account's payments alternating between two open hours (a late one after the next
+    hour opened, then the next hour again) each land in the window of their own hour, however
+    the operator finds the window's key; after a restore too."""
+    d = Driver()
+    d.feed(pay("a1", 10, 50, 100))
+    d.feed(pay("a2", 11, 5, 20))  # the account's 11:00 window opens after its 10:00 one
+    d.feed(pay("a3", 10, 55, 3, arrival=at(11, 6)))  # late, back in 10:00
+    d.feed(pay("a4", 11, 7, 4000))
+    h11 = "acct-8|2026-10-06T11:00Z"
+    assert {k: (w.total, sorted(w.payments)) for k, w in d.op.windows.items()} == {
+        H10: (103, ["a1", "a3"]), h11: (4020, ["a2", "a4"])}
+    restored = LedgerOperator(d.op.sign, d.op.key_source)
+    restored.restore(orjson.loads(orjson.dumps(d.op.snapshot())))
+    d.op = restored
+    d.feed(pay("a5", 10, 56, 5, arrival=at(11, 8)))
+    d.feed(pay("a6", 11, 9, 6))
+    assert {k: (w.total, sorted(w.payments)) for k, w in d.op.windows.items()} == {
+        H10: (108, ["a1", "a3", "a5"]), h11: (4026, ["a2", "a4", "a6"])}
