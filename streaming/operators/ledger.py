@@ -300,8 +300,7 @@ class LedgerOperator:
         """`window_logical_key(account, hour_us)`, the text the account's latest opened window
         already holds when the payment falls in its hour (nearly every payment: an account's
         payments come hour after hour). Composed, the key cost about 1,000 instructions a
-        payment, a lookup and a comparison about 200 (docs/performance.md, thirty-third
-        round)."""
+        payment; found here, about 500 (docs/performance.md, thirty-third round)."""
         latest = self._latest_keys.get(account)
         if latest is not None and latest[0] == hour_us:
             return latest[1]
