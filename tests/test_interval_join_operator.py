@@ -193,9 +193,12 @@ def test_snapshot_restore_round_trip_continues_identically():
     import orjson
     op3 = IntervalJoin()
     op3.restore(orjson.loads(orjson.dumps(op2.snapshot())))
+    assert op3.peak == op2.peak and op3.peak["hot_key"] == M
+    assert op3.peak["records"] == 3 and op3.peak["hot_key_records"] == 3
     out3 = feed(op3, rest)
     assert [(f.fact_key, f.payload_hash) for f in out1.facts] == \
         [(f.fact_key, f.payload_hash) for f in out3.facts]
+    assert op3.peak == op1.peak and op1.peak["records"] == 4
 
 
 def test_old_identities_are_pruned_below_the_watermark_and_redelivery_is_queued_not_dropped():

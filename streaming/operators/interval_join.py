@@ -337,8 +337,13 @@ class IntervalJoin:
         self.counters = {"late_joined": 0, "late_queued": 0, "corrections_live": 0,
                          "corrections_queued": 0, "evicted_payments": 0, "evicted_signals": 0,
                          "ttl_evictions": 0, "pairs_published": 0, "pairs_retired": 0}
-        self.peak: dict[str, Any] = {"records": 0, "bytes": 0, "hot_key": None,
-                                     "hot_key_records": 0, "hot_key_bytes": 0}
+        # The state's peaks (read as `peak`), as typed fields: `_track_peak` compares them on
+        # every record, where a dict's were a lookup and an object comparison each.
+        self._peak_records = 0
+        self._peak_bytes = 0
+        self._hot_key: str | None = None
+        self._hot_key_records = 0
+        self._hot_key_bytes = 0
 
     # ------------------------------------------------------------------ views by input
     # The payment side's bounds are the rule's (-47 min .. +8 min); read-only names for them.
@@ -732,25 +737,32 @@ class IntervalJoin:
             self.covered.setdefault(key, []).append((start, end))
 
     # ------------------------------------------------------------------ observability
+    @property
+    def peak(self) -> dict[str, Any]:
+        """The largest state held so far: records and bytes, and the key that held the most
+        records, with its records and bytes then."""
+        return {"records": self._peak_records, "bytes": self._peak_bytes,
+                "hot_key": self._hot_key, "hot_key_records": self._hot_key_records,
+                "hot_key_bytes": self._hot_key_bytes}
+
     def _track_peak(self, key: str) -> None:
-        peak = self.peak
         pay, sig = self.payments.state, self.signals.state
         recs = pay.records + sig.records
-        if recs > peak["records"]:
-            peak["records"] = recs
+        if recs > self._peak_records:
+            self._peak_records = recs
         b = pay.bytes + sig.bytes
-        if b > peak["bytes"]:
-            peak["bytes"] = b
+        if b > self._peak_bytes:
+            self._peak_bytes = b
         # Per record: `is None` and len(.times) stay in C (a TimeIndex's truth value and
         # len() would each call its Python __len__).
         pi = pay.keys.get(key)
         si = sig.keys.get(key)
         n = (0 if pi is None else len(pi.times)) + (0 if si is None else len(si.times))
-        if n > peak["hot_key_records"]:
-            peak["hot_key"] = key
-            peak["hot_key_records"] = n
-            peak["hot_key_bytes"] = ((0 if pi is None else pi.bytes)
-                                     + (0 if si is None else si.bytes))
+        if n > self._hot_key_records:
+            self._hot_key = key
+            self._hot_key_records = n
+            self._hot_key_bytes = ((0 if pi is None else pi.bytes)
+                                   + (0 if si is None else si.bytes))
 
     def hottest_key(self) -> tuple[str, int, int] | None:
         best = None
@@ -780,7 +792,7 @@ class IntervalJoin:
             "identities": len(self.payments.ids) + len(self.signals.ids),
             "queued_index": sum(len(v) for v in self.payments.queued.values())
             + sum(len(v) for v in self.signals.queued.values()),
-            "peak": dict(self.peak),
+            "peak": self.peak,
             "horizon_violations": len(self.horizon_violations()),
             **self.counters,
         }
@@ -845,7 +857,10 @@ class IntervalJoin:
         self._pruned_at = snap["pruned_at"]
         self.identity_retention = snap["identity_retention"]
         self.counters = snap["counters"]
-        self.peak = snap["peak"]
+        peak = snap["peak"]
+        self._peak_records, self._peak_bytes = peak["records"], peak["bytes"]
+        self._hot_key, self._hot_key_records = peak["hot_key"], peak["hot_key_records"]
+        self._hot_key_bytes = peak["hot_key_bytes"]
         for side, rows in ((self.payments, snap["payments"]), (self.signals, snap["signals"])):
             for row in rows:
                 e = Entry.load(row)
