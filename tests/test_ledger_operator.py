@@ -7,7 +7,7 @@ import orjson
 
 from riskstream_tools.workloads.ledger_seed import at, payment, version
 from streaming.operators.base import ACCEPTED, DUPLICATE, ROUTED, STALE, Emit
-from streaming.operators.ledger import (I_ACCOUNT, I_HOUR, I_MERCHANT, REPAIR_TABLE,
+from streaming.operators.ledger import (I_ACCOUNT, I_EVENT, I_HOUR, I_MERCHANT, REPAIR_TABLE,
                                        LedgerOperator)
 from streaming.repairs.ledger import verify
 
@@ -254,6 +254,8 @@ def test_payments_back_and_forth_between_hours_land_in_their_own_windows():
     h11 = "acct-8|2026-10-06T11:00Z"
     assert {k: (w.total, sorted(w.payments)) for k, w in d.op.windows.items()} == {
         H10: (103, ["a1", "a3"]), h11: (4020, ["a2", "a4"])}
+    # A live payment's identity row and its window's entry hold one event-time object.
+    assert d.op.ids["a4"][I_EVENT] is d.op.windows[h11].payments["a4"][3]
     restored = LedgerOperator(d.op.sign, d.op.key_source)
     restored.restore(orjson.loads(orjson.dumps(d.op.snapshot())))
     d.op = restored

@@ -392,13 +392,16 @@ class LedgerOperator:
         if self._overflows(account, hour, p["amount_cents"], key=key):
             self._route(rec, account, merchant, hour, [(account, hour)], AGGREGATE_OVERFLOW, out)
             return
-        self.ids.remember(rec.id, [rec.revision, rec.payload_hash, account, hour, merchant, t,
-                                   LIVE])
+        # The event time boxed once (compiled, each use of the int would box a new object):
+        # the identity row and the window's entry hold the one object.
+        event_us: Any = t
+        self.ids.remember(rec.id, [rec.revision, rec.payload_hash, account, hour, merchant,
+                                   event_us, LIVE])
         self.by_merchant.setdefault(merchant, []).append(rec.id)
         self.counters["payments_accepted"] += 1
         out.disposition(rec, ACCEPTED)
         w = self._window(account, hour, key)
-        w.add(rec.id, [rec.revision, merchant, p["amount_cents"], t, rec.size],
+        w.add(rec.id, [rec.revision, merchant, p["amount_cents"], event_us, rec.size],
               self.cats.effective(merchant, t))
         self._payments.member_changed(key, rec.id)
         self.held.hold(rec.size)
