@@ -387,9 +387,10 @@ class LedgerOperator:
         if self._is_final(hour):
             self._route(rec, account, merchant, hour, [(account, hour)], "beyond_retention", out)
             return
-        # Once per payment: the overflow check and the window lookup both need it.
+        # Once per payment: the overflow check and the window's update both need it.
         key = self._window_key(account, hour)
-        if self._overflows(account, hour, p["amount_cents"], key=key):
+        w = self.windows.get(key)
+        if self._overflows_in(w, p["amount_cents"]):
             self._route(rec, account, merchant, hour, [(account, hour)], AGGREGATE_OVERFLOW, out)
             return
         # The event time boxed once (compiled, each use of the int would box a new object):
@@ -400,18 +401,23 @@ class LedgerOperator:
         self.by_merchant.setdefault(merchant, []).append(rec.id)
         self.counters["payments_accepted"] += 1
         out.disposition(rec, ACCEPTED)
-        w = self._window(account, hour, key)
+        if w is None:
+            w = self._window(account, hour, key)
         w.add(rec.id, [rec.revision, merchant, p["amount_cents"], event_us, rec.size],
               self.cats.effective(merchant, t))
         self._payments.member_changed(key, rec.id)
         self.held.hold(rec.size)
         self._changed(w, out)
 
-    def _overflows(self, account: str, hour: int, amount: int, leaving: str | None = None,
-                   key: str | None = None) -> bool:
-        """Would adding `amount` (and taking payment `leaving` out) push the window's total
-        out of the 64-bit range? `key` is the window's logical key when the caller has it."""
-        w = self.windows.get(key or window_logical_key(account, hour))
+    def _overflows(self, account: str, hour: int, amount: int, leaving: str | None = None
+                   ) -> bool:
+        """Would adding `amount` (and taking payment `leaving` out) push the window of
+        (account, hour) out of the 64-bit range?"""
+        return self._overflows_in(self.windows.get(window_logical_key(account, hour)), amount,
+                                  leaving)
+
+    def _overflows_in(self, w: Window | None, amount: int, leaving: str | None = None) -> bool:
+        """The same for the open window `w` (None: not open yet, so `amount` alone)."""
         if w is None:
             return not fits_int64(amount)
         total = w.total + amount
