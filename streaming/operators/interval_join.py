@@ -139,12 +139,12 @@ def payment_parts(rule_json: str, rule_eid: str, payment_eid: str, payment_id: s
     rule_version < score < signal_* < status; each value as canonical JSON writes it (the
     revision, an int, is its decimal digits; the time, `us_to_iso` of `payment_us`).
 
-    Where the compiled core is in use, each part is one `json_fill` call; six f-strings over
-    JSON spellings of the values cost about 11,000 instructions a payment, the calls about
-    (docs/performance.md, thirty-third round). What the C declines (a text past plain ASCII
-    or one JSON escapes, an instant outside years 1-9999) and every payment of a pure run is
-    written by `_written_payment_parts`, the definition the C's output is checked against
-    (tests/test_interval_join_parts.py)."""
+    Where the compiled core is in use, each part is one `json_fill` call: six f-strings over
+    JSON spellings of the values cost about 11,200 instructions a payment, the calls with their
+    tuples of values about 7,900 (docs/performance.md, thirty-third round). What the C
+    declines (a text past plain ASCII or one JSON escapes, an instant outside years 1-9999)
+    and every payment of a pure run is written by `_written_payment_parts`, the definition
+    the C's output is checked against (tests/test_interval_join_parts.py)."""
     fill = JSON_FILL
     if fill is not None:
         # Each integer boxed once for the calls, not once per call.
