@@ -180,15 +180,18 @@ def test_versions_that_settle_share_no_values_a_correction_does():
     assert [q.reason for q in outs[1].quarantine] == ["conflicting_duplicate"]
     assert [disp for _, disp in outs[2].disposed()] == [STALE]
     hour_10, hour_11 = (int(at(h).timestamp()) * 1_000_000 for h in (10, 11))
-    assert d.op._values.keys() == {"acct-8", "m-1", hour_10}
+    assert d.op._texts.keys() == {"acct-8", "m-1"}
+    assert d.op._hours.keys() == {hour_10}
     moved = d.feed(pay("p1", 10, 20, 300, rev=3, account="".join(["acct-", "moved"]),
                        merchant="m-2"))
     assert [disp for _, disp in moved.disposed()] == [ACCEPTED]
-    assert d.op._values.keys() == {"acct-8", "m-1", hour_10, "acct-moved", "m-2"}
+    assert d.op._texts.keys() == {"acct-8", "m-1", "acct-moved", "m-2"}
+    assert d.op._hours.keys() == {hour_10}
     row = d.op.ids["p1"]
     assert row[I_ACCOUNT:I_MERCHANT + 1] == ["acct-moved", hour_10, "m-2"]
-    assert row[I_ACCOUNT] is d.op._values["acct-moved"]
-    assert hour_11 not in d.op._values
+    assert row[I_ACCOUNT] is d.op._texts["acct-moved"]
+    assert row[I_HOUR] is d.op._hours[hour_10]
+    assert hour_11 not in d.op._hours
 
 
 def test_incremental_window_aggregates_equal_a_full_recomputation():
