@@ -92,6 +92,9 @@ def test_commits_overlap_unless_told_and_the_run_records_the_choice():
         assert RunSettings(source="x", store_url=url).describe()["overlap_commits"] is True
     told = RunSettings(source="x", store_url="postgresql://h/db", overlap_commits=False)
     assert told.describe()["overlap_commits"] is False
+    assert RunSettings(source="x", store_url="x").describe()["batches_behind_checkpoint"] == 4
+    waits = RunSettings(source="x", store_url="x", batches_behind_checkpoint=0)
+    assert waits.describe()["batches_behind_checkpoint"] == 0
 
 
 def test_a_run_of_one_batch_or_on_an_in_memory_store_starts_no_writer(seed_dir, store_factory):
@@ -116,6 +119,9 @@ def test_overlapped_run_leaves_what_a_serial_run_leaves(seed_dir, store_factory)
     assert overlapped.overlapped_batches == overlapped.batches - 2
     assert overlapped.batches == serial.batches
     assert overlapped.overlapped_checkpoints == overlapped.checkpoints - 1 > 0
+    # The batch after each of those checkpoints went to the writer behind it (and the one
+    # after that, unless a checkpoint was due after it).
+    assert overlapped.queued_behind_checkpoint >= overlapped.overlapped_checkpoints - 1 > 0
     for field in ("records", "facts_written", "facts_noop", "facts_rejected", "checkpoints"):
         assert getattr(overlapped, field) == getattr(serial, field), field
     assert overlapped.sink_commit_s > 0
@@ -182,8 +188,10 @@ def test_crash_points_checkpoints_and_acks_keep_the_serial_order(seed_dir, fresh
     first = run_join(src, fresh_pg(), overlap_commits=False, **RUN)
     monkeypatch.undo()  # the second recorder wraps the real functions, not the first one
     overlapped = _Recorder(monkeypatch)
-    res = run_join(src, fresh_pg(), overlap_commits=True, **RUN)
-    assert res.overlapped_batches > 0
+    # Every batch waits for the checkpoint before it (the order batches queued behind one
+    # keep is the next test's).
+    res = run_join(src, fresh_pg(), overlap_commits=True, batches_behind_checkpoint=0, **RUN)
+    assert res.overlapped_batches > 0 and res.queued_behind_checkpoint == 0
     assert len(serial.events) > 20
     # Every commit is in the store (and no later batch is) when the worker goes on past it.
     commits = [e for e in serial.events if e[0] == "commit"]
@@ -199,6 +207,79 @@ def test_crash_points_checkpoints_and_acks_keep_the_serial_order(seed_dir, fresh
     assert first.writer_cpu_s is None and first.writer_written_mib is None
     assert res.writer_cpu_s is not None and res.writer_cpu_s > 0
     assert res.writer_written_mib is not None
+
+
+def test_batches_queued_behind_a_checkpoint_commit_after_it_and_are_acked_in_order(
+        seed_dir, fresh_pg, monkeypatch):
+    """A batch handed to the writer behind a checkpoint still being written commits after it:
+    when the worker learns of any commit, every checkpoint due before that batch is in the
+    store. The acks come in the serial run's order, each after its own commit, and the store
+    ends as the serial run's does."""
+    src, _ = seed_dir
+    serial = _Recorder(monkeypatch)
+    serial_url = fresh_pg()
+    run_join(src, serial_url, overlap_commits=False, **RUN)
+    monkeypatch.undo()
+    events: list[tuple] = []
+    real_committed = host_loop.Worker._committed
+
+    def committed(worker, timed, bw, *args, **kwargs):
+        kept = [c["journal_seq"] for c in worker.store.checkpoints("join")]
+        events.append((bw.seq, worker.store.last_journal_seq("join"), max(kept, default=0)))
+        real_committed(worker, timed, bw, *args, **kwargs)
+
+    monkeypatch.setattr(host_loop.Worker, "_committed", committed)
+    queued = _Recorder(monkeypatch)  # wraps the committed hook above
+    url = fresh_pg()
+    res = run_join(src, url, overlap_commits=True, **RUN)
+    assert res.queued_behind_checkpoint > 0
+    due = [c[0] for c in outputs(serial_url)["checkpoints"]]
+    assert due and [e[0] for e in events] == sorted(e[0] for e in events)
+    for seq, newest, newest_checkpoint in events:
+        assert newest >= seq
+        assert newest_checkpoint >= max([c for c in due if c < seq], default=0), seq
+    acks = [e for e in queued.events if e[0] == "ack"]
+    assert acks == [e for e in serial.events if e[0] == "ack"]
+    # Each ack after its own batch's commit: the n-th ack follows the n-th commit.
+    order = [e[0] for e in queued.events if e[0] in ("commit", "ack")]
+    commits_seen = 0
+    for kind in order:
+        if kind == "commit":
+            commits_seen += 1
+        else:
+            commits_seen -= 1
+            assert commits_seen >= 0
+    a, b = outputs(serial_url), outputs(url)
+    for key in a:
+        assert b[key] == a[key], key
+
+
+def test_a_batch_queued_behind_a_checkpoint_that_fails_surfaces_with_nothing_after_acked(
+        seed_dir, fresh_pg, monkeypatch):
+    src, _ = seed_dir
+    url = fresh_pg()
+    _fail_journal_insert(url, 5, "the server went away mid-commit")  # 4 and 5 queue behind 3
+    rec = _Recorder(monkeypatch)
+    with pytest.raises(StoreErrorElsewhere, match="^store failed: the server went away "):
+        run_join(src, url, overlap_commits=True, **RUN)
+    assert [e for e in rec.events if e[0] == "commit"] == [("commit", s, s) for s in (1, 2, 3, 4)]
+    assert len([e for e in rec.events if e[0] == "ack"]) == 4
+    assert [e for e in rec.events if e[0] == "checkpoint"] == [("checkpoint", 3)]
+    store = Store(url)
+    try:
+        assert store.last_journal_seq("join") == 4
+        assert [c["journal_seq"] for c in store.checkpoints("join")] == [3]
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("DROP TRIGGER refuse_batch ON journal")
+    finally:
+        store.dispose()
+    monkeypatch.undo()
+    run_join(src, url, overlap_commits=True, **RUN)
+    reference = fresh_pg()
+    run_join(src, reference, overlap_commits=False, **RUN)
+    got, want = outputs(url), outputs(reference)
+    for key in ("facts", "view", "accounting", "pair_ids", "sink_exceptions"):
+        assert got[key] == want[key], key
 
 
 def _fail_journal_insert(url: str, seq: int, message: str) -> None:
@@ -227,7 +308,7 @@ def test_a_failed_commit_surfaces_and_nothing_after_it_is_acked(seed_dir, fresh_
     # The database's own error, said in one line as any store failure is (no statement).
     with pytest.raises(StoreErrorElsewhere, match="^store failed: the server went away "
                                                   "mid-commit .*the batch in hand was not"):
-        run_join(src, url, overlap_commits=True, **RUN)
+        run_join(src, url, overlap_commits=True, batches_behind_checkpoint=0, **RUN)
     commits = [e for e in rec.events if e[0] == "commit"]
     assert commits == [("commit", s, s) for s in (1, 2, 3, 4)]
     acks = [e for e in rec.events if e[0] == "ack"]

@@ -234,6 +234,35 @@ def test_one_batch_at_a_time(store_url):
         writer.close()
 
 
+def test_work_handed_over_behind_a_failed_batch_is_refused_not_committed(store_url):
+    """Three batches in flight at once (as behind a checkpoint): they are answered in order,
+    and once the second fails the third is refused, so the store keeps a prefix of the work
+    and its journal no gap."""
+    store = Store(store_url)
+    try:
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TRIGGER refuse BEFORE INSERT ON journal "
+                                 "WHEN NEW.seq = 2 "
+                                 "BEGIN SELECT RAISE(ABORT, 'journal is closed'); END")
+    finally:
+        store.dispose()
+    writer = WriterProcess(store_url, "join", max_in_flight=3)
+    try:
+        for seq, key in ((1, "a"), (2, "b"), (3, "c")):
+            writer.submit(_batch(seq, [key]).rows())
+        with pytest.raises(RuntimeError, match="batch 3 is still in flight"):
+            writer.submit(_batch(4, ["d"]).rows())
+        assert writer.result()[0].written == 1
+        with pytest.raises(StoreErrorElsewhere, match="journal is closed"):
+            writer.result()
+        with pytest.raises(WriterFailed, match="batch 3's commit failed in the writer process: "
+                                               "not written: batch 2 failed before it"):
+            writer.result()
+    finally:
+        writer.close()
+    assert _stored(store_url) == ([("k|a", 1)], 1)
+
+
 def test_the_store_url_is_not_on_the_command_line(tmp_path):
     secret = "s3cret-pw"
     url = f"postgresql://writer:{secret}@127.0.0.1:1/nowhere"

@@ -60,6 +60,13 @@ overlap_commits_option = click.option(
     help="Commit each batch in a writer process while the next batch is read and run (at most "
          "one in flight; docs/architecture.md). Follow mode always commits serially.")
 
+batches_behind_checkpoint_option = click.option(
+    "--batches-behind-checkpoint", "batches_behind_checkpoint", type=click.IntRange(min=0),
+    default=4, show_default=True, envvar="RISKSTREAM_BATCHES_BEHIND_CHECKPOINT",
+    help="With overlapped commits, hand up to this many batches to the writer process behind a "
+         "checkpoint it is still writing instead of waiting for it; they commit after it, in "
+         "order. 0 waits. Runs with --crash-at always wait (docs/architecture.md).")
+
 full_checkpoint_after_option = click.option(
     "--full-checkpoint-after", "full_checkpoint_after", type=click.FloatRange(min=0),
     default=1.0, show_default=True, envvar="RISKSTREAM_FULL_CHECKPOINT_AFTER",

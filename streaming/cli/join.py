@@ -16,7 +16,8 @@ from ..store.lease import LeaseHeld, LeaseUnavailable
 from ..store.errors import STORE_FAILURE_EXIT, describe_store_error, is_store_error
 from ..store.ops import loads
 from .common import (SOURCE_UNAVAILABLE_EXIT, emit_rows, fail, format_option,
-                     max_arrival_jump_option, open_store, overlap_commits_option, progress_bar,
+                     max_arrival_jump_option, open_store, overlap_commits_option,
+                     batches_behind_checkpoint_option, progress_bar,
                      run_settings, source_option, store_option)
 from .follow import follow_options, follow_settings, follow_summary, run_follow
 
@@ -62,16 +63,18 @@ def run_pipeline(spec, settings: RunSettings, quiet: bool = False):
 @click.option("--end-of-stream", is_flag=True, help="Finalize: advance every watermark to the end.")
 @max_arrival_jump_option
 @overlap_commits_option
+@batches_behind_checkpoint_option
 @follow_options
 @click.option("--quiet", is_flag=True)
 def run(source, store_url, checkpoint_every, batch_size, crash_at, idle_after, ttl_minutes,
-        end_of_stream, max_arrival_jump, overlap_commits, follow, max_batch_delay, worker,
-        outage_limit, quiet):
+        end_of_stream, max_arrival_jump, overlap_commits, batches_behind_checkpoint, follow,
+        max_batch_delay, worker, outage_limit, quiet):
     """Run (or resume) the live join over a source until it is drained, or follow it."""
     settings = run_settings(source, store_url, crash_at, checkpoint_every, batch_size,
                             idle_after=idle_after, ttl_minutes=ttl_minutes,
                             end_of_stream=end_of_stream, max_arrival_jump=max_arrival_jump,
-                            overlap_commits=overlap_commits, worker=worker)
+                            overlap_commits=overlap_commits,
+                            batches_behind_checkpoint=batches_behind_checkpoint, worker=worker)
     following = follow_settings(follow, max_batch_delay, worker, outage_limit, source)
     if following is not None:
         click.echo(follow_summary("join", run_follow(SPEC, settings, following, quiet)))

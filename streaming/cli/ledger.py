@@ -11,7 +11,8 @@ import orjson
 from ..host.crash import CRASH_POINTS
 from ..store.ops import loads
 from .common import (echo_json, emit_rows, fail, format_option, full_checkpoint_after_option,
-                     max_arrival_jump_option, open_store, overlap_commits_option, run_settings,
+                     max_arrival_jump_option, open_store, overlap_commits_option,
+                     batches_behind_checkpoint_option, run_settings,
                      source_option, store_option)
 from .follow import follow_options, follow_settings
 
@@ -39,11 +40,13 @@ def ledger() -> None:
 @click.option("--end-of-stream", is_flag=True, help="Finalize every window.")
 @max_arrival_jump_option
 @overlap_commits_option
+@batches_behind_checkpoint_option
 @full_checkpoint_after_option
 @follow_options
 @click.option("--quiet", is_flag=True)
 def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, checkpoint_every,
-        batch_size, end_of_stream, max_arrival_jump, overlap_commits, full_checkpoint_after,
+        batch_size, end_of_stream, max_arrival_jump, overlap_commits, batches_behind_checkpoint,
+        full_checkpoint_after,
         follow, max_batch_delay, worker, outage_limit, quiet):
     """Run (or resume) the ledger over a source until it is drained, or follow it."""
     from ..host.throttle import ThrottleSettings
@@ -66,6 +69,7 @@ def run(source, store_url, sink_rate, backlog_limit, sink_capacity, crash_at, ch
                             end_of_stream=end_of_stream, extra=run_extra(key), throttle=throttle,
                             max_arrival_jump=max_arrival_jump,
                             overlap_commits=overlap_commits,
+                            batches_behind_checkpoint=batches_behind_checkpoint,
                             full_checkpoint_after=full_checkpoint_after, worker=worker)
     following = follow_settings(follow, max_batch_delay, worker, outage_limit, source)
     if following is not None:

@@ -9,7 +9,8 @@ from ..host.crash import CRASH_POINTS
 from ..models.registry import DEFAULT_MODEL_DIR, MODEL_DIR_ENV, ModelError, Registry
 from ..timeutil import TimeFormatError, parse_utc_us
 from .common import (echo_json, emit_rows, fail, format_option, full_checkpoint_after_option,
-                     max_arrival_jump_option, open_store, overlap_commits_option, run_settings,
+                     max_arrival_jump_option, open_store, overlap_commits_option,
+                     batches_behind_checkpoint_option, run_settings,
                      source_option, store_option)
 from .follow import follow_options, follow_settings
 
@@ -41,11 +42,13 @@ def receipts() -> None:
               help="Finalize: advance the watermark to the end and score every receipt.")
 @max_arrival_jump_option
 @overlap_commits_option
+@batches_behind_checkpoint_option
 @full_checkpoint_after_option
 @follow_options
 @click.option("--quiet", is_flag=True)
 def run(source, store_url, model_dir, crash_at, checkpoint_every, batch_size, idle_after,
-        end_of_stream, max_arrival_jump, overlap_commits, full_checkpoint_after, follow,
+        end_of_stream, max_arrival_jump, overlap_commits, batches_behind_checkpoint,
+        full_checkpoint_after, follow,
         max_batch_delay, worker, outage_limit, quiet):
     """Run (or resume) the live scorer over a source until it is drained, or follow it."""
     from ..pipelines.receipts import SPEC
@@ -54,6 +57,7 @@ def run(source, store_url, model_dir, crash_at, checkpoint_every, batch_size, id
                             idle_after=idle_after, end_of_stream=end_of_stream,
                             extra={"model_dir": model_dir}, max_arrival_jump=max_arrival_jump,
                             overlap_commits=overlap_commits,
+                            batches_behind_checkpoint=batches_behind_checkpoint,
                             full_checkpoint_after=full_checkpoint_after, worker=worker)
     following = follow_settings(follow, max_batch_delay, worker, outage_limit, source)
     try:

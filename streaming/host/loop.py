@@ -66,6 +66,8 @@ class RunResult:
     overlapped_batches: int = 0
     # Checkpoints the writer process compressed and wrote while the worker went on.
     overlapped_checkpoints: int = 0
+    # Of the overlapped batches, those handed over behind a checkpoint still being written.
+    queued_behind_checkpoint: int = 0
     writer_pid: int | None = None
     writer_peak_rss_mib: float | None = None  # the writer process's peak memory (Linux)
     writer_cpu_s: float | None = None  # the writer process's CPU seconds (Linux)
@@ -83,6 +85,8 @@ class _InFlight:
     # The checkpoint due after the batch, dumped while it commits: handed to the writer once
     # the batch has settled.
     dump: CheckpointDump | None = None
+    # The batch handed over after this one, behind the same checkpoint (`_CheckpointInFlight`).
+    next: _InFlight | None = None
 
 
 @dataclass
@@ -93,6 +97,21 @@ class _CheckpointInFlight:
     seq: int
     ranges: dict
     paused: bool  # the writer stops mid-write for the during-checkpoint crash point
+    # The batches handed to the writer behind the checkpoint (`Worker._queues_behind`), the
+    # first of a chain (`_InFlight.next`): the writer commits them once the checkpoint is
+    # written, and they settle after it, in order.
+    then: _InFlight | None = None
+    queued: int = 0  # how many
+
+    def queue(self, batch: _InFlight) -> None:
+        if self.then is None:
+            self.then = batch
+        else:
+            last = self.then
+            while last.next is not None:
+                last = last.next
+            last.next = batch
+        self.queued += 1
 
 
 class Worker:
@@ -361,7 +380,10 @@ class Worker:
         t_sink = clock()
         stages["decode_validate"] += trace.decode_s
         stages["operator"] += t_sink - t_batch - trace.decode_s
-        if isinstance(self._inflight, _CheckpointInFlight):
+        handing = bool(self._overlap and may_overlap and not end_of_stream
+                       and decisions is None)
+        queued = handing and self._queues_behind(self._inflight)
+        if isinstance(self._inflight, _CheckpointInFlight) and not queued:
             # Written while this batch ran; settled before the batch is built, as its metrics
             # snapshot reports the newest checkpoint. The wait is the checkpoint stage's.
             self._settle()
@@ -381,10 +403,10 @@ class Worker:
                                end_of_stream)
         # The end of the stream and a replayed batch commit serially: an end of stream is
         # followed by the run's last checkpoint, written here.
-        handed = (pack(bw.rows()) if self._overlap and may_overlap and not end_of_stream
-                  and decisions is None else None)
+        handed = pack(bw.rows()) if handing else None
         stages["sink"] += clock() - t_sink
-        self._settle()
+        if not queued:
+            self._settle()
         self.crash.hit("after-candidate")
         # Decided now, from the state this batch left: a later batch's records must not count.
         checkpoint = self.since_ckpt >= self.settings.checkpoint_every
@@ -392,22 +414,41 @@ class Worker:
             t_hand = clock()
             self._started_writer().submit(handed)
             stages["sink"] += clock() - t_hand
-            self._inflight = _InFlight(bw, n, ranges)
+            batch = _InFlight(bw, n, ranges)
+            if isinstance(self._inflight, _CheckpointInFlight):
+                self._inflight.queue(batch)  # committed once the checkpoint is written
+                self.result.queued_behind_checkpoint += 1
+            else:
+                self._inflight = batch
             self.result.overlapped_batches += 1
             if checkpoint:
                 # The state this batch left, dumped while it commits (its commit changes none
                 # of it); the checkpoint follows the batch to the writer once it has settled,
                 # after the batch's after-sink-write crash point, as in a serial run.
-                self._inflight.dump = self._dump_checkpoint()
+                batch.dump = self._dump_checkpoint()
                 self._settle()
             return
         t_commit = clock()
         res = self._timed_commit(bw)
         self._committed(res, bw, n, end_of_stream, ranges, checkpoint, t_commit)
 
+    def _queues_behind(self, inflight: _InFlight | _CheckpointInFlight | None) -> bool:
+        """Whether the next batch goes to the writer behind the checkpoint in flight instead
+        of waiting for it to be written. The writer commits in the order it is handed work, so
+        the store sees the checkpoint, then the batch, as in a serial run; the worker meanwhile
+        runs the batch after (a large checkpoint's compression and write took longer than a
+        batch: docs/performance.md, thirty-fourth round). The batch's metrics then report the
+        checkpoint before it, and the checkpoint's ack waits until the batch is handed over.
+        Not with a crash point set: each crash point must find the store and the acks as the
+        serial order leaves them."""
+        return (isinstance(inflight, _CheckpointInFlight)
+                and inflight.queued < self.settings.batches_behind_checkpoint
+                and not inflight.paused and self.crash.spec is None)
+
     def _started_writer(self) -> WriterProcess:
         if self._writer is None:  # started by the first batch or checkpoint that overlaps
-            self._writer = WriterProcess(self.store.url, self.spec.name)
+            self._writer = WriterProcess(self.store.url, self.spec.name,
+                                         1 + self.settings.batches_behind_checkpoint)
             self.result.writer_pid = self._writer.pid
         return self._writer
 
@@ -430,13 +471,32 @@ class Worker:
                 self.crash.hit("during-checkpoint")
             if not inflight.paused:
                 mid_write()  # counted in its place in the order; it does not fire here
-            self.last_ckpt = self._writer.checkpoint_result(mid_write=mid_write)
+            try:
+                self.last_ckpt = self._writer.checkpoint_result(mid_write=mid_write)
+            except BaseException:
+                # A batch queued behind it is still the writer's to answer: the run's end
+                # (`_close_writer`) waits for it.
+                self._inflight = inflight.then
+                raise
             self._checkpoint_written(t0)
             self._acked(inflight.ranges)
+            if inflight.then is not None:
+                self._inflight = inflight.then
+                self._settle()
             return
-        res = self._writer.result()
+        try:
+            res = self._writer.result()
+        except BaseException:
+            self._inflight = inflight.next  # as above
+            raise
         self._committed(res, inflight.bw, inflight.n, False, inflight.ranges,
                         inflight.dump is not None, t0, dump=inflight.dump)
+        if inflight.next is not None:
+            # Queued behind a checkpoint: only the chain's last batch can have a checkpoint
+            # due (its dump settles the chain at once), so nothing else is in flight here.
+            assert self._inflight is None
+            self._inflight = inflight.next
+            self._settle()
 
     def _close_writer(self) -> None:
         """End of a run, normal or not: wait for a commit still in flight (its transaction is
@@ -452,12 +512,14 @@ class Worker:
             except Exception as exc:  # noqa: BLE001 - the run is already failing
                 log.warning("%s: the checkpoint at batch %d failed while the run was ending: "
                             "%s", self.spec.name, inflight.seq, exc)
-        elif inflight is not None:
+            inflight = inflight.then
+        while inflight is not None:
             try:
                 writer.result()
             except Exception as exc:  # noqa: BLE001 - the run is already failing
                 log.warning("%s: batch %d's commit failed while the run was ending: %s",
                             self.spec.name, inflight.bw.seq, exc)
+            inflight = inflight.next
         writer.close()
         self.result.writer_peak_rss_mib = writer.peak_rss_mib
         self.result.writer_cpu_s = writer.cpu_s

@@ -79,6 +79,12 @@ class RunSettings:
     # database work gets a core of its own (docs/performance.md, sixth round). Follow mode,
     # journal replay, throttled runs and an in-memory store always commit serially.
     overlap_commits: bool = True
+    # With overlapped commits, how many batches may be handed to the writer behind a
+    # checkpoint it is still compressing and writing, instead of the worker waiting for it
+    # (`Worker._queues_behind`; 0 waits, as before the thirty-fourth round). A 1,000,000-
+    # payment ledger's larger checkpoints take the writer several batches' time; each queued
+    # batch holds its rows in the worker and its handover in memory until it commits.
+    batches_behind_checkpoint: int = 4
     # Delta checkpoints (operators that name their large maps, host.checkpoints): a full
     # checkpoint once the deltas since the last full one add up to this many times its size,
     # so restore reads at most about 1 + this many states; 0 writes every checkpoint full.
@@ -95,6 +101,7 @@ class RunSettings:
                 "idle_after_us": self.idle_after_us, "end_of_stream": self.end_of_stream,
                 "ttl_us": self.ttl_us, "max_arrival_jump_us": self.max_arrival_jump_us,
                 "overlap_commits": self.overlap_commits,
+                "batches_behind_checkpoint": self.batches_behind_checkpoint,
                 "full_checkpoint_after": self.full_checkpoint_after,
                 "worker": str(self.assignment),
                 **({"throttle": self.throttle.describe()} if self.throttle else {}),

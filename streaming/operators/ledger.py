@@ -287,13 +287,13 @@ class LedgerOperator:
     # ------------------------------------------------------------------ helpers
     def _shared(self, row: list[Any]) -> None:
         """An identity row made to hold the one object of its account, merchant and hour
-        (`_texts`, `_hours`), as the live path builds it. The ledger keeps every identity for good, and
-        decoding (or a restore) gives each payment its own copies of these few values: shared,
-        a 1,000,000-payment run holds about 140 MB less (660 MB against 797), and a
-        checkpoint encodes the identities about a tenth faster, as it touches fewer scattered
-        objects, for about 1% more instructions per payment (docs/performance.md, eighteenth
-        round). The values are typed Any where they are kept: the compiled core would box a
-        new int object from an int-typed hour."""
+        (`_texts`, `_hours`), as the live path builds it. The ledger keeps every identity for
+        good, and decoding (or a restore) gives each payment its own copies of these few
+        values: shared, a 1,000,000-payment run holds about 140 MB less (660 MB against 797),
+        and a checkpoint encodes the identities about a tenth faster, as it touches fewer
+        scattered objects, for about 1% more instructions per payment (docs/performance.md,
+        eighteenth round). The values are typed Any where they are kept: the compiled core
+        would box a new int object from an int-typed hour."""
         texts = self._texts
         for slot in (I_ACCOUNT, I_MERCHANT):
             v = row[slot]

@@ -15,9 +15,12 @@ the host settles it before it sends the next one and before every step whose ord
 (crash points, checkpoints, acks), so the store sees the commits in the order a serial run
 makes them. A checkpoint is handed over the same way (`submit_checkpoint`): its state already
 serialized by the worker, which the writer compresses and writes as the checkpoint row (see
-`streaming.host.checkpoints`). An empty message, or the worker's end of the socket closing,
-ends the process; it ignores SIGINT so that an interrupt reaches the worker alone, which
-settles or abandons the batch in flight itself (a commit is atomic either way).
+`streaming.host.checkpoints`). Batches may be handed over behind a checkpoint before it is
+answered (`Worker._queues_behind`): the writer serves its work in the order it came, so they
+commit after the checkpoint's row, and the answers come in that order. An empty message, or
+the worker's end of the socket closing, ends the process; it ignores SIGINT so that an
+interrupt reaches the worker alone, which settles or abandons the batch in flight itself (a
+commit is atomic either way).
 
 The process is a fresh interpreter running this module (`python -m`), joined to the worker by a
 socket pair, not a `multiprocessing` child: nothing of the worker is inherited (no open
@@ -37,6 +40,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
@@ -195,19 +199,31 @@ def _serve_batches(conn: Connection, store: Store | None, refused: Exception | N
     """Commit each batch or checkpoint the worker sends and answer it, until the worker closes
     the socket or is gone."""
     decoder = batch_decoder()
+    # Once a piece of work fails, nothing handed over after it is committed: a batch queued
+    # behind it would otherwise leave the journal with a gap (its records after the failed
+    # batch's, which a restore would never read again). Each later piece is answered as
+    # refused, and the store keeps a prefix of the work, as a serial run leaves it.
+    failed: str | None = None
     while True:
         try:
             msg = conn.recv_bytes()
             if not msg:
                 return
             # A header, ("checkpoint", the dump without its state, size) or ("batch", its
-            # encoding, size), then the bytes it announces (`WriterProcess._send`).
+            # encoding, its journal number, size), then the bytes it announces
+            # (`WriterProcess._send`).
             header = pickle.loads(msg)
             raw = _received_bytes(conn, header[-1])
-            if header[0] == "checkpoint":
+            if failed is not None:
+                answer = ("failed", f"not written: {failed} failed before it", "")
+            elif header[0] == "checkpoint":
                 answer = _checkpoint(store, refused, replace(header[1], raw=raw), conn)
+                what = f"the checkpoint at batch {header[1].seq}"
             else:
                 answer = _commit(store, refused, unpack(header[1], raw, decoder))
+                what = f"batch {header[2]}"
+            if failed is None and answer[0] not in ("written", "committed"):
+                failed = what
         except (EOFError, _Abandoned):  # the worker is gone: nothing is in flight from our side
             return
         try:
@@ -300,7 +316,7 @@ class WriterProcess:
     """The worker's end: `submit` a batch, `result` waits for its answer, `close` ends the
     process. `name` (the pipeline) names the process in the worker's log lines."""
 
-    def __init__(self, store_url: str, name: str) -> None:
+    def __init__(self, store_url: str, name: str, max_in_flight: int = 1) -> None:
         ours, theirs = socket.socketpair()
         # The child imports this package from where the worker did: the worker's search path
         # goes over as PYTHONPATH, and `-P` keeps the child from putting its working directory
@@ -315,7 +331,11 @@ class WriterProcess:
         self.name = f"{name}-writer"
         self._conn = Connection(ours.detach())
         self._conn.send_bytes(pickle.dumps(store_url, protocol=pickle.HIGHEST_PROTOCOL))
-        self._pending: int | None = None  # the batch in flight, by journal number
+        # The work in flight, by journal number, in the order handed over: a batch or a
+        # checkpoint, or a checkpoint and the batches queued behind it (`Worker._queues_behind`),
+        # at most `max_in_flight` pieces.
+        self._pending: deque[int] = deque()
+        self._max_in_flight = max_in_flight
         self.peak_rss_mib: float | None = None  # the process's peak memory, read at close
         # And its CPU seconds and what it wrote to storage (MiB), read at close: the work the
         # commits cost, apart from the worker's.
@@ -332,7 +352,7 @@ class WriterProcess:
         batch's few megabytes: docs/performance.md, thirteenth round)."""
         packed = batch if isinstance(batch, PackedBatch) else pack(batch)
         self._put_pending(packed.seq)
-        self._send(("batch", packed.encoding), packed.handover, packed.seq)
+        self._send(("batch", packed.encoding, packed.seq), packed.handover, packed.seq)
 
     def result(self) -> tuple[SinkResult, float]:
         """The batch in flight's result and commit seconds. Raises StoreErrorElsewhere when
@@ -386,15 +406,15 @@ class WriterProcess:
         raise self._failed(reply, f"the checkpoint at batch {seq}")
 
     def _put_pending(self, seq: int) -> None:
-        if self._pending is not None:
-            raise RuntimeError(f"batch {self._pending} is still in flight")
-        self._pending = seq
+        if len(self._pending) >= self._max_in_flight:
+            raise RuntimeError(f"batch {self._pending[-1]} is still in flight")
+        self._pending.append(seq)
 
     def _take_pending(self, what: str) -> int:
-        seq, self._pending = self._pending, None
-        if seq is None:
+        """The oldest work in flight: the writer answers in the order it was handed over."""
+        if not self._pending:
             raise RuntimeError(f"no {what} is in flight")
-        return seq
+        return self._pending.popleft()
 
     def _reply(self, seq: int) -> tuple:
         try:
