@@ -158,7 +158,8 @@ def _run_worker(spec, settings, url: str) -> tuple[Any, float, dict, float, dict
     # overlapped commits is the two processes.
     commits = {"overlap_commits": settings.overlap_commits, "worker_cpu_s": cpu,
                "sink_commit_s": res.sink_commit_s, "overlapped_batches": res.overlapped_batches,
-               "overlapped_checkpoints": res.overlapped_checkpoints, "batches": res.batches,
+               "overlapped_checkpoints": res.overlapped_checkpoints,
+               "queued_behind_checkpoint": res.queued_behind_checkpoint, "batches": res.batches,
                "writer_peak_rss_mib": res.writer_peak_rss_mib,
                # What the commits cost the writer process: its CPU seconds and the MiB it
                # wrote to storage (WAL frames and the checkpoints' copies on SQLite).
