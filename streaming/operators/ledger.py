@@ -166,7 +166,10 @@ class Window:
         self.total = 0
         self.risk = 0
         self.by_cat: dict[str, int] = {}  # category -> payments (names with none are absent)
-        self.cls: dict[str, tuple[str, bool]] = {}  # payment_id -> (category, high risk)
+        # payment_id -> the category version it was counted under (None: uncategorized). The
+        # version itself, not a (category, high risk) pair made per payment: a version's
+        # category and risk never change (another content under its ID is refused).
+        self.cls: dict[str, list[Any] | None] = {}
 
     def add(self, pid: str, entry: list[Any], version: list[Any] | None) -> None:
         """Add a payment [revision, merchant, amount, event_us, source bytes] under its
@@ -190,23 +193,24 @@ class Window:
         self._classify(pid, version)
 
     def _classify(self, pid: str, version: list[Any] | None) -> None:
+        self.cls[pid] = version
         if version is None:
-            name, risky = UNCATEGORIZED, False
-        else:
-            name, risky = version[CATEGORY], bool(version[HIGH_RISK])
-        self.cls[pid] = (name, risky)
+            self.by_cat[UNCATEGORIZED] = self.by_cat.get(UNCATEGORIZED, 0) + 1
+            return
+        name: str = version[CATEGORY]
         self.by_cat[name] = self.by_cat.get(name, 0) + 1
-        if risky:
+        if version[HIGH_RISK]:
             self.risk += 1
 
     def _unclassify(self, pid: str) -> None:
-        name, risky = self.cls.pop(pid)
+        version = self.cls.pop(pid)
+        name: str = UNCATEGORIZED if version is None else version[CATEGORY]
         n = self.by_cat[name] - 1
         if n:
             self.by_cat[name] = n
         else:
             del self.by_cat[name]
-        if risky:
+        if version is not None and version[HIGH_RISK]:
             self.risk -= 1
 
     def content(self) -> dict[str, Any]:
