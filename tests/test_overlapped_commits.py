@@ -145,9 +145,9 @@ class _Recorder:
         real_open = host_loop.Worker._open_source
         real_hit = CrashInjector.hit
 
-        def committed(worker, timed, bw, *args, **kwargs):
-            rec.events.append(("commit", bw.seq, worker.store.last_journal_seq(bw.pipeline)))
-            real_committed(worker, timed, bw, *args, **kwargs)
+        def committed(worker, timed, seq, *args, **kwargs):
+            rec.events.append(("commit", seq, worker.store.last_journal_seq(worker.key)))
+            real_committed(worker, timed, seq, *args, **kwargs)
 
         def checkpoint(worker, *args):
             rec.events.append(("checkpoint", worker.seq))
@@ -223,10 +223,10 @@ def test_batches_queued_behind_a_checkpoint_commit_after_it_and_are_acked_in_ord
     events: list[tuple] = []
     real_committed = host_loop.Worker._committed
 
-    def committed(worker, timed, bw, *args, **kwargs):
+    def committed(worker, timed, seq, *args, **kwargs):
         kept = [c["journal_seq"] for c in worker.store.checkpoints("join")]
-        events.append((bw.seq, worker.store.last_journal_seq("join"), max(kept, default=0)))
-        real_committed(worker, timed, bw, *args, **kwargs)
+        events.append((seq, worker.store.last_journal_seq("join"), max(kept, default=0)))
+        real_committed(worker, timed, seq, *args, **kwargs)
 
     monkeypatch.setattr(host_loop.Worker, "_committed", committed)
     queued = _Recorder(monkeypatch)  # wraps the committed hook above

@@ -77,9 +77,11 @@ class RunResult:
 @dataclass
 class _InFlight:
     """A batch whose commit runs in the writer process, and what the host does once it has
-    committed (in the serial order: accounting, crash points, ack)."""
+    committed (in the serial order: accounting, crash points, ack). Its rows are not kept:
+    once packed and handed over they are the writer's, and the worker frees them while the
+    batch commits (up to `batches_behind_checkpoint` + 1 batches can be in flight)."""
 
-    bw: BatchWrite
+    seq: int
     n: int
     ranges: dict
     # The checkpoint due after the batch, dumped while it commits: handed to the writer once
@@ -414,7 +416,7 @@ class Worker:
             t_hand = clock()
             self._started_writer().submit(handed)
             stages["sink"] += clock() - t_hand
-            batch = _InFlight(bw, n, ranges)
+            batch = _InFlight(seq, n, ranges)
             if isinstance(self._inflight, _CheckpointInFlight):
                 self._inflight.queue(batch)  # committed once the checkpoint is written
                 self.result.queued_behind_checkpoint += 1
@@ -430,7 +432,7 @@ class Worker:
             return
         t_commit = clock()
         res = self._timed_commit(bw)
-        self._committed(res, bw, n, end_of_stream, ranges, checkpoint, t_commit)
+        self._committed(res, seq, n, end_of_stream, ranges, checkpoint, t_commit)
 
     def _queues_behind(self, inflight: _InFlight | _CheckpointInFlight | None) -> bool:
         """Whether the next batch goes to the writer behind the checkpoint in flight instead
@@ -489,7 +491,7 @@ class Worker:
         except BaseException:
             self._inflight = inflight.next  # as above
             raise
-        self._committed(res, inflight.bw, inflight.n, False, inflight.ranges,
+        self._committed(res, inflight.seq, inflight.n, False, inflight.ranges,
                         inflight.dump is not None, t0, dump=inflight.dump)
         if inflight.next is not None:
             # Queued behind a checkpoint: only the chain's last batch can have a checkpoint
@@ -518,14 +520,14 @@ class Worker:
                 writer.result()
             except Exception as exc:  # noqa: BLE001 - the run is already failing
                 log.warning("%s: batch %d's commit failed while the run was ending: %s",
-                            self.spec.name, inflight.bw.seq, exc)
+                            self.spec.name, inflight.seq, exc)
             inflight = inflight.next
         writer.close()
         self.result.writer_peak_rss_mib = writer.peak_rss_mib
         self.result.writer_cpu_s = writer.cpu_s
         self.result.writer_written_mib = writer.written_mib
 
-    def _committed(self, timed: tuple[SinkResult, float], bw: BatchWrite, n: int,
+    def _committed(self, timed: tuple[SinkResult, float], seq: int, n: int,
                    end_of_stream: bool, ranges: dict, checkpoint: bool, t_sink: float,
                    dump: CheckpointDump | None = None) -> None:
         """After a batch's commit: its accounting, crash points, the
@@ -534,7 +536,6 @@ class Worker:
         Given the checkpoint's `dump`, the checkpoint is handed to the writer process, and the
         rest (its during-checkpoint crash point, before-ack, the ack) waits for it to settle."""
         res, commit_s = timed
-        seq = bw.seq
         self.result.sink_commit_s += commit_s
         self.result.batches += 1
         self.result.facts_written += res.written
