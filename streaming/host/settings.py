@@ -82,8 +82,9 @@ class RunSettings:
     # With overlapped commits, how many batches may be handed to the writer behind a
     # checkpoint it is still compressing and writing, instead of the worker waiting for it
     # (`Worker._queues_behind`; 0 waits, as before the thirty-fourth round). A 1,000,000-
-    # payment ledger's larger checkpoints take the writer several batches' time; each queued
-    # batch holds its rows in the worker and its handover in memory until it commits.
+    # payment ledger's larger checkpoints take the writer several batches' time. A queued
+    # batch's handover (its packed rows, in a memory file) waits for the writer; the worker
+    # keeps only its journal number, ranges and record count.
     batches_behind_checkpoint: int = 4
     # Delta checkpoints (operators that name their large maps, host.checkpoints): a full
     # checkpoint once the deltas since the last full one add up to this many times its size,
