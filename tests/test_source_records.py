@@ -198,3 +198,17 @@ def test_raw_record_obj_is_the_lines_json() -> None:
     assert rec.obj == {"id": 1, "arrival_time": "2026-10-06T09:00:00Z"}
     assert isinstance(RawRecord("payments", 0, 4, b"{not json", 7).obj, orjson.JSONDecodeError)
     assert RawRecord("payments", 0, 5, b"[1]", 7).obj == [1]
+
+
+def test_a_block_read_in_one_call_never_gives_a_line_another_lines_arrival() -> None:
+    # msgspec's decode_lines skips a blank line and reads two objects on one line as two
+    # values: together the count of values matches the count of lines, paired wrongly
+    two = b'{"arrival_time":"2026-10-06T09:00:01Z"} {"arrival_time":"2026-10-06T09:00:02Z"}'
+    one = b'{"arrival_time":"2026-10-06T09:00:03Z"}'
+    for block in ([two, b"", one], [two, b"   ", one], [one, b"\t", two], [two, one],
+                  [one, b'{"arrival_time":5}', one], [one, b'{"arrival_time":"soon"}'],
+                  [one, b'{"other":1}'], [one, b"[1]", one], [one, one]):
+        got = own_arrivals(block, "arrival_time")
+        assert got == [(line, old_rule(line, "arrival_time")[1]) for line in block], block
+    assert [own for _, own in own_arrivals([one, one], "arrival_time")] == [
+        parse_utc_us("2026-10-06T09:00:03Z")] * 2

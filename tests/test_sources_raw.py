@@ -66,3 +66,28 @@ def test_the_raw_record_is_part_of_the_compiled_core():
     assert "streaming.sources.raw" in native.COMPILED
     if native.active == "compiled":
         assert raw_module.__file__.endswith(".so")
+
+
+def test_vouched_run_fills_until_the_first_suspect():
+    from collections import deque
+
+    from streaming.sources.raw import vouched_run
+    jump = 100
+    lines = [(b"a", 10), (b"b", None), (b"c", 5), (b"d", 60), (b"e", 500), (b"f", 510)]
+    ahead = deque(lines)
+    window: deque[RawRecord] = deque()
+    marks: dict[int, int] = {0: -1}
+    # From offset 6 (a mark every 2 lines): 10 is vouched after nothing known only when the
+    # bound is off, so the running arrival starts at 0 here.
+    off, prev = vouched_run("payments", 3, 6, 12, ahead, 0, jump, window, marks, 2)
+    # 500 jumps more than 100 past 60: the caller judges it, and nothing after it is taken
+    assert (off, prev) == (10, 60)
+    assert [(r.offset, r.line, r.arrival_us) for r in window] == [
+        (6, b"a", 10), (7, b"b", 10), (8, b"c", 10), (9, b"d", 60)]
+    assert all(r.topic == "payments" and r.partition == 3 and r.fault is None for r in window)
+    assert marks == {0: -1, 3: 0, 4: 10, 5: 60}  # the arrival before lines 6, 8 and 10
+    assert list(ahead) == lines[4:]
+    # Without a bound every arrival is vouched, up to the end given.
+    off, prev = vouched_run("payments", 3, 10, 12, ahead, 60, None, window, marks, 2)
+    assert (off, prev, [r.arrival_us for r in window][-2:]) == (12, 510, [500, 510])
+    assert not ahead
