@@ -57,8 +57,10 @@ max_arrival_jump_option = click.option(
 overlap_commits_option = click.option(
     "--overlap-commits/--serial-commits", "overlap_commits", default=True, show_default=True,
     envvar="RISKSTREAM_OVERLAP_COMMITS",
-    help="Commit each batch in a writer process while the next batch is read and run (at most "
-         "one in flight; docs/architecture.md). Follow mode always commits serially.")
+    help="Commit each batch in a writer process while the next batch is read and run (one in "
+         "flight, or a checkpoint and the batches queued behind it: "
+         "--batches-behind-checkpoint; docs/architecture.md). Follow mode always commits "
+         "serially.")
 
 batches_behind_checkpoint_option = click.option(
     "--batches-behind-checkpoint", "batches_behind_checkpoint", type=click.IntRange(min=0),

@@ -323,23 +323,9 @@ class _Partition:
 
     def take(self, off: int) -> RawRecord:
         """Hand out the record at `off`: drop the window before it, remember its arrival."""
-        win = self.win
-        base = self.win_base
-        r = self._reader
-        if r is not None and base <= off < r.off:
-            # In the window (the merge's case: the record it peeked last): no re-read.
-            while base < off:
-                win.popleft()
-                base += 1
-            self.win_base = base
-            rec = win[0]
-        else:
-            found = self.peek(off)
-            assert found is not None, f"{self.tp} has no record at offset {off}"
-            rec = found
-            while self.win_base < off:
-                win.popleft()
-                self.win_base += 1
+        rec = self.peek(off)
+        assert rec is not None, f"{self.tp} has no record at offset {off}"
+        self._drop_before(off)
         self._handed_out(off, [rec.arrival_us])
         return rec
 
@@ -361,15 +347,20 @@ class _Partition:
         ones."""
         if self.peek(off) is None:
             return None
+        self._drop_before(off)
         win = self.win
-        while self.win_base < off:
-            win.popleft()
-            self.win_base += 1
         r = self._reader
         assert r is not None  # peek opened it
         if len(win) < READ_AHEAD // 2 and r.off < self.count:
             self._fill()
         return win, r.off < self.count
+
+    def _drop_before(self, off: int) -> None:
+        """Drop the window's records before `off` (which `peek` has put in the window)."""
+        win = self.win
+        while self.win_base < off:
+            win.popleft()
+            self.win_base += 1
 
     def _handed_out(self, off: int, arrivals: list[int]) -> None:
         """Remember the arrival times of the records handed out from `off` on (`arrival` reads
