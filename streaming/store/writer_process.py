@@ -13,9 +13,9 @@ handing it over does not wait for the writer to read (`Handover`), and later rea
 the `SinkResult` and the commit's seconds, or the failure as text. Outside a checkpoint (below),
 at most one batch is in flight: the host settles it before it sends the next one and before
 every step whose order matters (crash points, checkpoints, acks), so the store sees the
-commits in the order a serial run makes them. A checkpoint is handed over the same way (`submit_checkpoint`): its state already
-serialized by the worker, which the writer compresses and writes as the checkpoint row (see
-`streaming.host.checkpoints`). Batches may be handed over behind a checkpoint before it is
+commits in the order a serial run makes them. A checkpoint is handed over the same way
+(`submit_checkpoint`): its state already serialized by the worker, which the writer
+compresses and writes as the checkpoint row (see `streaming.host.checkpoints`). Batches may be handed over behind a checkpoint before it is
 answered (`Worker._queues_behind`): the writer serves its work in the order it came, so they
 commit after the checkpoint's row, and the answers come in that order. An empty message, or
 the worker's end of the socket closing, ends the process; it ignores SIGINT so that an
