@@ -7,20 +7,20 @@ binds, so a writer thread and the worker take turns instead of running side by s
 in docs/performance.md, fifth and sixth rounds).
 
 The protocol is one request, one answer. The worker sends a `BatchRows` (plain tuples) encoded
-by `pack` while the batch before it still commits (msgpack, or a pickle when msgpack cannot
-hold it: `pack` says why), on Linux in a memory file whose descriptor goes on the socket, so
-handing it over does not wait for the writer to read (`Handover`), and later reads the answer:
-the `SinkResult` and the commit's seconds, or the failure as text. Outside a checkpoint (below),
-at most one batch is in flight: the host settles it before it sends the next one and before
-every step whose order matters (crash points, checkpoints, acks), so the store sees the
-commits in the order a serial run makes them. A checkpoint is handed over the same way
-(`submit_checkpoint`): its state already serialized by the worker, which the writer
-compresses and writes as the checkpoint row (see `streaming.host.checkpoints`). Batches may be handed over behind a checkpoint before it is
-answered (`Worker._queues_behind`): the writer serves its work in the order it came, so they
-commit after the checkpoint's row, and the answers come in that order. An empty message, or
-the worker's end of the socket closing, ends the process; it ignores SIGINT so that an
-interrupt reaches the worker alone, which settles or abandons the batch in flight itself (a
-commit is atomic either way).
+by `pack` while the batch before it still commits (msgpack, or a pickle when msgpack cannot hold
+it: `pack` says why), on Linux in a memory file whose descriptor goes on the socket, so handing
+it over does not wait for the writer to read (`Handover`), and later reads the answer: the
+`SinkResult` and the commit's seconds, or the failure as text. Outside a checkpoint (below), at
+most one batch is in flight: the host settles it before it sends the next one and before every
+step whose order matters (crash points, checkpoints, acks), so the store sees the commits in the
+order a serial run makes them. A checkpoint is handed over the same way (`submit_checkpoint`):
+its state already serialized by the worker, which the writer compresses and writes as the
+checkpoint row (see `streaming.host.checkpoints`). Batches may be handed over behind a
+checkpoint before it is answered (`Worker._queues_behind`): the writer serves its work in the
+order it came, so they commit after the checkpoint's row, and the answers come in that order. An
+empty message, or the worker's end of the socket closing, ends the process; it ignores SIGINT so
+that an interrupt reaches the worker alone, which settles or abandons the batch in flight itself
+(a commit is atomic either way).
 
 The process is a fresh interpreter running this module (`python -m`), joined to the worker by a
 socket pair, not a `multiprocessing` child: nothing of the worker is inherited (no open
