@@ -5,8 +5,11 @@ drives an operator the way the host does."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Final
+
+from . import native
 
 # Young-generation threshold, middle and old as CPython's own ratios would leave them. The
 # collector counts tracked objects allocated less those freed, so in a run that count grows
@@ -20,6 +23,21 @@ from contextlib import contextmanager
 # `join run` (1.85 s of collections in all). The hot loop builds no reference cycles, so the
 # garbage collected late is what a module or a library leaves, not a per-record amount.
 RUN_THRESHOLDS = (500_000, 20, 50)
+
+# `untrack_flat(row)` where the compiled core is in use, else None: takes a list out of the
+# collector's sight unless an item of it is an object the collector could need to see
+# (streaming/_collector.c says why that is safe). Most of what a young collection walks in a
+# run is state that outlives its batch, and most of that state is small lists of ints and
+# texts, which can be part of no reference cycle (docs/performance.md, thirty-sixth round).
+# The rows the operators take out of sight, each made only of ints, texts and None:
+#   an identity row of every operator (operators.identity: `remember`, `load`);
+#   a payment of a ledger window (operators.ledger: `Window.add`);
+#   a receipt scorer's entry (operators.receipts: `_insert`, `restore`; its encoded JSON is an
+#   `orjson.Fragment`, which the collector never tracks).
+# Without the compiled core they stay tracked: collections take longer, the answers are the
+# same.
+UNTRACK_FLAT: Final[Callable[[list], bool] | None] = native.hand_written(
+    "streaming._collector", "untrack_flat")
 
 
 @contextmanager

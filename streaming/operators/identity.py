@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Final
 
+from ..collector import UNTRACK_FLAT
 from ..contracts import Record
 from ..state import TimeQueue
 from .base import DUPLICATE, STALE, Emit, Quarantined
@@ -94,8 +95,12 @@ class IdentityIndex:
 
     # ------------------------------------------------------------------ change
     def remember(self, eid: str, row: list[Any]) -> None:
-        """`row` is now the latest version of `eid`."""
+        """`row` is now the latest version of `eid`. Out of the cyclic collector's sight: the
+        index keeps it for as long as the identity is remembered (streaming.collector)."""
         self.rows[eid] = row
+        untrack = UNTRACK_FLAT
+        if untrack is not None:
+            untrack(row)
         if self.changed is not None:
             self.changed[eid] = row
 
@@ -146,6 +151,10 @@ class IdentityIndex:
         """Restore rows and eviction candidates from a checkpoint (which holds them all: no
         change since it is left to record)."""
         self.rows = {k: list(v) for k, v in rows.items()}
+        untrack = UNTRACK_FLAT
+        if untrack is not None:
+            for row in self.rows.values():
+                untrack(row)
         self.candidates = TimeQueue(candidates, self.candidates.mostly_ordered)
         if self.changed is not None:
             self.changed.clear()

@@ -20,6 +20,7 @@ from typing import Any, Final, TypeAlias
 import heapq
 from collections.abc import Callable, Iterable
 
+from ..collector import UNTRACK_FLAT
 from ..contracts import Record
 from ..hashing import digest
 from ..state import Held
@@ -173,8 +174,12 @@ class Window:
 
     def add(self, pid: str, entry: list[Any], version: list[Any] | None) -> None:
         """Add a payment [revision, merchant, amount, event_us, source bytes] under its
-        effective version."""
+        effective version. Out of the cyclic collector's sight: a window keeps its payments
+        until it is final (streaming.collector)."""
         self.payments[pid] = entry
+        untrack = UNTRACK_FLAT
+        if untrack is not None:
+            untrack(entry)
         self.total += entry[2]
         self._classify(pid, version)
 

@@ -28,6 +28,7 @@ from itertools import accumulate
 
 import orjson
 
+from ..collector import UNTRACK_FLAT
 from ..contracts import Record
 from ..hashing import digest
 from ..models.registry import Model
@@ -381,6 +382,11 @@ class ReceiptScorer:
         e = [t, rid, amount, rec.payload["store_id"], 0, 0, 0, None, state, rec.size, None]
         if state != PENDING:
             _encoded(e)
+        # Out of the cyclic collector's sight: the entry lives for the merchant's window
+        # (streaming.collector).
+        untrack = UNTRACK_FLAT
+        if untrack is not None:
+            untrack(e)
         lst = self.by_merchant.setdefault(rec.key, [])
         times = self._times.setdefault(rec.key, [])
         dead = self._dead.get(rec.key, 0)
@@ -620,9 +626,12 @@ class ReceiptScorer:
         # encoded again while it is fresh in memory (see ENCODED).
         self.by_merchant = {k: [[*e, 0, None] if len(e) == SIZE else [*e, None] for e in v]
                             for k, v in snap["merchants"].items()}
+        untrack = UNTRACK_FLAT
         for lst in self.by_merchant.values():
             for e in lst:
                 _encoded(e)
+                if untrack is not None:
+                    untrack(e)
         self._times = {k: [e[T] for e in v] for k, v in self.by_merchant.items()}
         self._amounts = {k: [e[AMOUNT] for e in v] for k, v in self.by_merchant.items()}
         self._cum = {k: [0, *accumulate(v)] for k, v in self._amounts.items()}
