@@ -186,6 +186,32 @@ def test_unfinished_last_line_is_not_a_record_yet(tmp_path):
     assert [r.obj["id"] for r in log.merged({("payments", 0): 2})] == [2]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_line_count_and_marks_equal_a_plain_count_of_the_bytes(tmp_path, monkeypatch, seed):
+    # `_scan_lines` steps from a guess at the lines' length to each mark; the marks must be
+    # those of counting every newline, for lines of any length (empty, a few bytes, longer
+    # than a read), carriage returns, and files with or without a last newline, read in
+    # pieces of any size.
+    rng = random.Random(seed)
+    for trial in range(40):
+        every = rng.choice([1, 2, 3, 7, 64])
+        monkeypatch.setattr(filelog, "MARK_EVERY", every)
+        monkeypatch.setattr(filelog, "_CHUNK", rng.choice([1, 5, 64, 1000, 1 << 20]))
+        lines = []
+        for _ in range(rng.randint(0, 400)):
+            k = rng.random()
+            n = (0 if k < 0.1 else rng.randint(1, 5) if k < 0.3 else rng.randint(100, 300)
+                 if k < 0.95 else rng.randint(1000, 5000))
+            lines.append(b"x" * n + (b"\r" if rng.random() < 0.1 else b""))
+        data = b"\n".join(lines) + (b"\n" if rng.random() < 0.7 else b"")
+        path = tmp_path / f"p{trial}.jsonl"
+        path.write_bytes(data)
+        starts = [i + 1 for i, b in enumerate(data) if b == 10]  # after each newline
+        count, marks = filelog._scan_lines(str(path))
+        assert count == data.count(b"\n")
+        assert list(marks) == [0, *starts[every - 1::every]], (seed, trial)
+
+
 @pytest.mark.parametrize("name", ["p01.jsonl", "p00.jsonl", "p007.jsonl"])
 def test_ambiguous_partition_name_is_refused(tmp_path, name):
     root = str(tmp_path)
