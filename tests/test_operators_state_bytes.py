@@ -75,6 +75,15 @@ def test_ledger_bytes_follow_open_window_payments_and_category_versions():
     assert op.state_metrics()["state_bytes"] == cat.size + fix.size + p2.size
     back = roundtrip(op, LedgerOperator(TEST_KEY.sign, TEST_KEY.source))
     assert back.state_metrics()["state_bytes"] == cat.size + fix.size + p2.size
+    # A window keeps its payments' bytes as they come and go (what it releases when final).
+    for o in (op, back):
+        assert [w.held_bytes() for w in o.windows.values()] == [fix.size + p2.size]
+    # A correction into another hour moves its bytes to that hour's window.
+    moved = ledger_rec(payment("b", "acct-8", "m-1", lat(11, 1), lat(11, 2), 200, rev=2),
+                       offset=4)
+    op.on_record(moved, out)
+    assert sorted(w.held_bytes() for w in op.windows.values()) == sorted([fix.size, moved.size])
+    assert op.state_metrics()["state_bytes"] == cat.size + fix.size + moved.size
     # The window turns final and leaves state; the category version stays.
     op.on_end_of_stream(out)
     assert op.state_metrics()["state_bytes"] == cat.size

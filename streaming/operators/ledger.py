@@ -153,7 +153,7 @@ class Window:
     over the window (the aggregates always equal `window_content` over `payments`)."""
 
     __slots__ = ("account", "hour", "key", "payments", "revision", "content_hash", "status",
-                 "total", "risk", "by_cat", "cls")
+                 "total", "risk", "by_cat", "cls", "size")
 
     def __init__(self, account: str, hour: int):
         self.account = account
@@ -171,6 +171,9 @@ class Window:
         # version itself, not a (category, high risk) pair made per payment: a version's
         # category and risk never change (another content under its ID is refused).
         self.cls: dict[str, list[Any] | None] = {}
+        # The payments' source bytes, kept as they come and go: a window leaving state
+        # releases them without a pass over payments long out of the caches.
+        self.size = 0
 
     def add(self, pid: str, entry: list[Any], version: list[Any] | None) -> None:
         """Add a payment [revision, merchant, amount, event_us, source bytes] under its
@@ -181,16 +184,19 @@ class Window:
         if untrack is not None:
             untrack(entry)
         self.total += entry[2]
+        self.size += entry[P_SIZE]
         self._classify(pid, version)
 
     def remove(self, pid: str) -> list[Any]:
         entry = self.payments.pop(pid)
         self.total -= entry[2]
+        self.size -= entry[P_SIZE]
         self._unclassify(pid)
         return entry
 
     def held_bytes(self) -> int:
-        return sum(p[P_SIZE] for p in self.payments.values())
+        """The source bytes of the window's payments."""
+        return self.size
 
     def reclassify(self, pid: str, version: list[Any] | None) -> None:
         """A category version changed which version holds this payment's event time."""
