@@ -117,6 +117,28 @@ def test_bench_live_scenarios_agree_with_their_references(tmp_path):
     assert rebuild["pairs"] == rebuild["plain_pairs"] > 0 and rebuild["pair_sets_differ_by"] == 0
 
 
+def test_an_extra_scenarios_input_is_written_before_its_child_starts(tmp_path, monkeypatch):
+    """The bench's parent writes the recording `nats-replay` reads (catalog.PREPARE) before
+    the scenario's child starts: the child's peak memory is then its reading's, not the
+    generator's."""
+    monkeypatch.setitem(catalog.SERVICES, "nats-replay", ())
+    seen: dict = {}
+
+    def child(args, **kw):
+        workdir, n = args[-2], args[-1]
+        root = os.path.join(workdir, "inputs", f"nats_{n}")
+        seen["ready"] = os.path.exists(os.path.join(root, ".complete"))
+        seen["lines"] = sum(len(open(os.path.join(d, f), "rb").read().splitlines())
+                            for d, _, files in os.walk(root) for f in files
+                            if f.endswith(".jsonl"))
+        return subprocess.CompletedProcess(args, 0, stdout='{"scenario": "nats-replay"}\n',
+                                           stderr="")
+
+    monkeypatch.setattr(catalog.subprocess, "run", child)
+    assert catalog.run_extra("nats-replay", str(tmp_path), 200) == {"scenario": "nats-replay"}
+    assert seen == {"ready": True, "lines": 200}
+
+
 def test_bench_skips_a_scenario_whose_service_is_missing(tmp_path, monkeypatch):
     """Outside CI a follow scenario without its services is skipped with a line saying so, and
     the run still passes; in CI the same is an error."""

@@ -35,6 +35,11 @@ EXTRA: dict[str, Callable[[str, int], dict]] = {
 SERVICES: dict[str, tuple[tuple[str, str, int], ...]] = {
     name: mod.SERVICES for mod in _MODULES for name in mod.SCENARIOS}
 ALL: tuple[str, ...] = DEFAULT + tuple(EXTRA)
+# An extra scenario's input, written by this (the parent) process before its child starts, so
+# the child's peak memory is the scenario's own (as `scenarios.prepare_input` does for the
+# default scenarios). (workdir, events) -> its path.
+PREPARE: dict[str, Callable[[str, int], str]] = {
+    name: fn for mod in _MODULES for name, fn in getattr(mod, "PREPARE", {}).items()}
 
 
 def _missing_service(scenario: str) -> str | None:
@@ -54,6 +59,9 @@ def run_extra(scenario: str, workdir: str, n: int) -> dict:
         print(f"SKIP {scenario}: {missing}", flush=True)
         return {"scenario": scenario, "events": n, "skipped": missing}
     sub = os.path.abspath(workdir)
+    prepare = PREPARE.get(scenario)
+    if prepare is not None:
+        prepare(sub, n)
     proc = subprocess.run([sys.executable, "-m", __name__, "child", scenario, sub, str(n)],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
