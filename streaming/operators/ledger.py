@@ -250,7 +250,6 @@ class Window:
             w.add(pid, [*entry, 0] if len(entry) == P_SIZE else list(entry),
                   cats.effective(entry[1], entry[3]))
         w.revision, w.content_hash, w.status = row[2], row[3], row[4]
-        w.total = sum(p[2] for p in w.payments.values())
         return w
 
 
