@@ -174,6 +174,100 @@ static PyObject *iso_utc(PyObject *module, PyObject *arg) {
     return out;
 }
 
+/* Days in month m (1-12) of year y, proleptic Gregorian. */
+static int days_in_month(int64_t y, int m) {
+    static const int DAYS[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (m == 2 && (y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)))
+        return 29;
+    return DAYS[m - 1];
+}
+
+/* Two ASCII digits at c as their value, or -1. */
+static inline int two_digits(const unsigned char *c) {
+    unsigned a = (unsigned)c[0] - '0', b = (unsigned)c[1] - '0';
+    return a <= 9 && b <= 9 ? (int)(a * 10 + b) : -1;
+}
+
+/* The microseconds of a canonical UTC spelling, "YYYY-MM-DDTHH:MM:SSZ" or
+ * "YYYY-MM-DDTHH:MM:SS.ffffffZ" (ASCII digits), of a date and time that exist (years 1-9999, no
+ * leap second), into *out: 1; 0 for any other text. What timeutil.parse_utc_us gives for such a
+ * text (tests/test_timeutil.py compares the two). */
+static int canonical_utc_us(PyObject *v, int64_t *out) {
+    if (!PyUnicode_CheckExact(v) || PyUnicode_READY(v) < 0 || !PyUnicode_IS_ASCII(v))
+        return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+    const unsigned char *c = PyUnicode_1BYTE_DATA(v);
+    if (n != 20 && !(n == 27 && c[19] == '.'))
+        return 0;
+    if (c[4] != '-' || c[7] != '-' || c[10] != 'T' || c[13] != ':' || c[16] != ':' ||
+        c[n - 1] != 'Z')
+        return 0;
+    int y1 = two_digits(c), y2 = two_digits(c + 2), mo = two_digits(c + 5),
+        d = two_digits(c + 8), h = two_digits(c + 11), mi = two_digits(c + 14),
+        s = two_digits(c + 17);
+    if (y1 < 0 || y2 < 0 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 || mi < 0 ||
+        mi > 59 || s < 0 || s > 59)
+        return 0;
+    int64_t y = y1 * 100 + y2;
+    if (y < 1 || d > days_in_month(y, mo))
+        return 0;
+    int64_t frac = 0;
+    if (n == 27) {
+        for (int i = 20; i < 26; i++) {
+            unsigned dg = (unsigned)c[i] - '0';
+            if (dg > 9)
+                return 0;
+            frac = frac * 10 + dg;
+        }
+    }
+    *out = days_from_civil(y, mo, d) * US_PER_DAY +
+           ((int64_t)(h * 60 + mi) * 60 + s) * US_PER_S + frac;
+    return 1;
+}
+
+/* utc_us_texts(values): the microseconds of each text of the list when every one is a
+ * canonical UTC spelling of an instant that exists (`canonical_utc_us`), else None: the caller
+ * then reads them one at a time with timeutil.parse_utc_us, which gives the same values and
+ * names the defect. Why: the file log reads every line's arrival time, and one call per text
+ * (a slice, a dictionary lookup and an encode each) was about a third of judging a block's
+ * arrivals (docs/performance.md, thirty-seventh round). */
+static PyObject *utc_us_texts(PyObject *module, PyObject *values) {
+    if (!PyList_Check(values)) {
+        PyErr_Format(PyExc_TypeError, "utc_us_texts() takes a list, not %.100s",
+                     Py_TYPE(values)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    int64_t local[512];
+    int64_t *us = n <= 512 ? local : PyMem_Malloc((size_t)n * sizeof(int64_t));
+    if (us == NULL)
+        return PyErr_NoMemory();
+    PyObject *out = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!canonical_utc_us(PyList_GET_ITEM(values, i), &us[i])) {
+            if (PyErr_Occurred())
+                goto done;
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    out = PyList_New(n);
+    if (out == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *boxed = PyLong_FromLongLong(us[i]);
+        if (boxed == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, i, boxed);
+    }
+done:
+    if (us != local)
+        PyMem_Free(us);
+    return out;
+}
+
 /* The ID alphabet (streaming.contracts.bounds.ID_CHARS): letters, digits and . _ ~ + = @ - */
 static unsigned char ID_CHAR[128];
 
@@ -819,6 +913,9 @@ static PyMethodDef methods[] = {
      "json_fill(parts, kinds, values, /)\n--\n\nThe parts with the values written between "
      "them as their kinds say (i integer, s text, t instant, r raw JSON), or None when a value "
      "is outside its kind."},
+    {"utc_us_texts", utc_us_texts, METH_O,
+     "utc_us_texts(values, /)\n--\n\nThe microseconds of each text of the list when every one "
+     "is a canonical UTC spelling of an existing instant, else None."},
     {"plain_lines", plain_lines, METH_O,
      "plain_lines(lines, /)\n--\n\nWhether a list of source lines is plain: short, ASCII, "
      "no exponent of three digits, no long run of digits."},

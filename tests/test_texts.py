@@ -23,6 +23,7 @@ from streaming.operators import base
 from streaming.sources import records
 
 from .conftest import hand_written
+from .test_timeutil import outcome, reference, spell
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FIRST_US = canonical.py_instant_us(B.MIN_INSTANT)
@@ -124,6 +125,7 @@ def test_the_decoder_and_us_to_iso_use_the_c_exactly_when_compiled():
     assert (records._PLAIN_LINES is not records.py_plain_lines) is compiled
     assert (canonical._PAYLOAD_OF is not None) is compiled
     assert (base.JSON_FILL is not None) is compiled
+    assert (records._UTC_US_TEXTS is not None) is compiled
 
 
 def _orjson_text(value: object) -> str | None:
@@ -176,7 +178,7 @@ def test_a_pure_run_decodes_with_python_alone():
             "print(json.dumps([native.active, canonical._INSTANT_US.__name__, "
             "canonical._IDS_IN_ALPHABET.__name__, timeutil._ISO_UTC is None, "
             "base._JSON_QUOTED is None, records._PLAIN_LINES.__name__, "
-            "canonical._PAYLOAD_OF is None, "
+            "canonical._PAYLOAD_OF is None and records._UTC_US_TEXTS is None, "
             "'streaming._texts' in sys.modules, "
             "timeutil.us_to_iso(1_772_361_367_000_089), base.json_scalar('pay-1')]))")
     active, instant, ids, no_iso, no_quoted, plain, no_payload, loaded, text, quoted = \
@@ -185,6 +187,87 @@ def test_a_pure_run_decodes_with_python_alone():
     assert (instant, ids, no_iso, no_quoted, plain, no_payload, loaded) == (
         "py_instant_us", "py_ids_in_alphabet", True, True, "py_plain_lines", True, False)
     assert (text, quoted) == ("2026-03-01T10:36:07.000089Z", '"pay-1"')
+
+
+# --------------------------------------------------------------------------- arrival texts
+def _utc_us_agrees(c, value: object, canonical_valid: bool | None = None) -> None:
+    """`utc_us_texts` of one value: the parser's microseconds, or None. It must never give a
+    value the parser does not (nor one for a text the parser refuses), and it must read every
+    canonical spelling of an instant that exists (`canonical_valid`), or the source's fast path
+    would be dead."""
+    got = c.utc_us_texts([value])
+    want = outcome(reference, value)
+    if got is not None:
+        assert want == ("ok", got[0]), (value, got, want)
+    if canonical_valid:
+        assert got is not None, value
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.datetimes(min_value=datetime(1, 1, 1),
+                    max_value=datetime(9999, 12, 31, 23, 59, 59, 999999)),
+       st.sampled_from(["Z", "Z6", "Z3", "Z7", "dotZ", "utc", "offset", "naive", "lowerz",
+                        "space", "nosec"]))
+def test_utc_us_texts_reads_the_canonical_spellings_as_the_parser_does(c, naive, how):
+    # "Z6" with no fraction is a text the canonical writer never makes, but it exists.
+    _utc_us_agrees(c, spell(naive, how, timedelta(0)), canonical_valid=how in ("Z", "Z6"))
+
+
+def test_utc_us_texts_refuses_every_single_character_corruption_the_parser_refuses(c):
+    chars = list("0123456789-:.TZz+ _\t") + ["\u0663", "\uff11", "\u00b2", "\u2212"]
+    for text in ("2024-02-29T23:59:59Z", "2024-02-29T00:00:00.000001Z", "2023-02-28T12:00:00Z",
+                 "1900-02-28T00:00:00Z", "2000-02-29T00:00:00Z", "0001-01-01T00:00:00Z",
+                 "9999-12-31T23:59:59.999999Z", "2026-04-30T23:59:59Z"):
+        _utc_us_agrees(c, text, canonical_valid=True)
+        for pos in range(len(text)):
+            _utc_us_agrees(c, text[:pos] + text[pos + 1:])
+            _utc_us_agrees(c, text[:pos] + text[pos] + text[pos:])
+            for ch in chars:
+                _utc_us_agrees(c, text[:pos] + ch + text[pos + 1:])
+    for bad in ("2023-02-29T00:00:00Z", "1900-02-29T00:00:00Z", "2026-04-31T00:00:00Z",
+                "2026-13-01T00:00:00Z", "2026-00-10T00:00:00Z", "2026-10-00T00:00:00Z",
+                "0000-01-01T00:00:00Z", "2026-10-06T24:00:00Z", "2026-10-06T23:60:00Z",
+                "2026-10-06T23:59:60Z", "2026-10-06T23:59:59.99999xZ"):
+        assert c.utc_us_texts([bad]) is None, bad
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(max_size=30), st.none(), st.integers(), st.floats(), st.binary()))
+def test_utc_us_texts_on_anything(c, value):
+    _utc_us_agrees(c, value)
+
+
+def test_utc_us_texts_reads_a_block_whole_or_not_at_all(c):
+    texts = ["2026-10-06T09:00:00Z", "2026-10-06T09:00:00.000001Z", "1970-01-01T00:00:00Z",
+             "1969-12-31T23:59:59.999999Z"]
+    assert c.utc_us_texts(texts) == [reference(t) for t in texts]
+    assert c.utc_us_texts([]) == []
+    many = [f"2026-10-06T09:{m:02d}:{s:02d}Z" for m in range(60) for s in range(60)]
+    assert c.utc_us_texts(many) == [reference(t) for t in many]  # past the stack buffer
+    for odd in ("2026-10-06T09:00:00+00:00", None, 5, "2026-02-30T00:00:00Z"):
+        assert c.utc_us_texts([*texts, odd]) is None
+        assert c.utc_us_texts([odd, *many]) is None
+
+    class Text(str):
+        pass
+
+    assert c.utc_us_texts([Text(texts[0])]) is None  # only exact texts; the parser reads it
+    with pytest.raises(TypeError):
+        c.utc_us_texts(tuple(texts))
+
+
+def test_the_source_reads_a_block_of_arrivals_as_line_by_line():
+    """A file-log block's arrivals through `own_arrivals` (C where compiled), against the
+    arrival rule on each line alone."""
+    lines = [b'{"arrival_time":"2026-10-06T09:00:00Z","x":1}',
+             b'{"x":2,"arrival_time":"2026-10-06T09:00:00.500000Z"}',
+             b'{"arrival_time":"2024-02-29T23:59:59.999999Z"}']
+    assert records.own_arrivals(lines, "arrival_time") == [
+        (line, records.object_arrival(json.loads(line), "arrival_time")) for line in lines]
+    odd = [*lines, b'{"arrival_time":"2026-10-06T09:00:00+00:00"}',
+           b'{"arrival_time":"2023-02-29T00:00:00Z"}', b'{"arrival_time":7}']
+    assert records.own_arrivals(odd, "arrival_time") == [
+        (line, records.object_arrival(json.loads(line), "arrival_time")) for line in odd]
 
 
 # --------------------------------------------------------------------------- plain lines
