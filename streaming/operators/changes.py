@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +78,10 @@ class AppendedItems:
         self.marks.update((k, len(lst)) for k, lst in self.lists.items())
 
 
+# What `GroupedRows.changed` gives for a group it holds nothing for.
+_UNSEEN: Final[Any] = object()
+
+
 @dataclass(frozen=True, slots=True)
 class GroupedRows:
     """A map of groups, each holding a map of members (a ledger window's payments), written
@@ -95,8 +99,13 @@ class GroupedRows:
     changed: dict[str, dict[str, None] | None]
 
     def member_changed(self, group: str, member: str) -> None:
-        names = self.changed.setdefault(group, {})
-        if names is not None:  # None: the group is written whole
+        changed = self.changed
+        names = changed.get(group, _UNSEEN)
+        if names is _UNSEEN:
+            # Not `setdefault(group, {})`: that makes an empty map on every call, and this runs
+            # for every payment a ledger window takes.
+            changed[group] = {member: None}
+        elif names is not None:  # None: the group is written whole
             names[member] = None
 
     def group_changed(self, group: str) -> None:
