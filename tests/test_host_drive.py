@@ -7,10 +7,12 @@ from __future__ import annotations
 import hashlib
 
 import orjson
+from blake3 import blake3
 from hypothesis import given, strategies as st
 
 from streaming.contracts import CONTRACTS
-from streaming.host.drive import BatchTrace, drive_batch, lines_digest, range_digests
+from streaming.host.drive import (DIGEST_PREFIX, BatchTrace, digest_like, drive_batch,
+                                  lines_digest, range_lines, sha256_lines_digest)
 from streaming.operators.base import Emit
 from streaming.sources.records import RawRecord
 from streaming.timeutil import NEG_INF, parse_utc_us
@@ -86,7 +88,9 @@ def test_a_batch_leaves_ranges_runs_jumps_positions_and_quarantine():
 
     assert trace.order_runs == [["payments:0", 2], ["risk_signals:0", 1], ["payments:1", 1],
                                 ["payments:0", 2]]
-    digests = range_digests(raws)
+    digests = {k: lines_digest(v) for k, v in range_lines(raws).items()}
+    assert range_lines(raws)["payments:0"] == [r.line for r in raws if r.topic == PAYMENT
+                                               and r.partition == 0]
     assert trace.journal_ranges() == {
         "payments:0": [10, 13, digests["payments:0"], [12]],
         "risk_signals:0": [3, 3, digests["risk_signals:0"], []],
@@ -138,9 +142,45 @@ def test_journaled_idleness_is_followed_at_its_record_and_fresh_decisions_are_as
 
 
 @given(st.lists(st.binary(max_size=40).filter(lambda b: b"\n" not in b), max_size=20))
-def test_the_line_digest_is_sha256_of_each_line_and_its_newline(lines):
-    h = hashlib.sha256()
+def test_the_line_digest_is_blake3_of_each_line_and_its_newline(lines):
+    h = blake3()
     for line in lines:
         h.update(line)
         h.update(b"\n")
-    assert lines_digest(lines) == h.hexdigest()[:32]
+    assert lines_digest(lines) == DIGEST_PREFIX + h.hexdigest()[:32]
+    # Journals written before the prefix hold SHA-256's 32 hex digits; each form is checked
+    # as it was written.
+    old = hashlib.sha256()
+    for line in lines:
+        old.update(line)
+        old.update(b"\n")
+    assert sha256_lines_digest(lines) == old.hexdigest()[:32]
+    assert digest_like(old.hexdigest()[:32], lines) == sha256_lines_digest(lines)
+    assert digest_like(lines_digest([b"other"]), lines) == lines_digest(lines)
+
+
+def test_a_replay_checks_each_entry_in_the_digest_form_it_was_written_in():
+    """A journal entry's digests as this release writes them (BLAKE3) and as earlier releases
+    did (SHA-256): the same lines pass either way, a changed line is refused either way."""
+    import pytest
+
+    from streaming.host.checkpoints import SourceMismatch
+    from streaming.host.journal import verify_digests
+
+    raws = _batch()
+    trace = BatchTrace(NEG_INF)
+    drive_batch(raws, Recorder(), _wms(), CONTRACTS, Emit(), {}, {}, trace, None, None, None)
+    ranges = trace.journal_ranges()
+    assert all(rng[2].startswith(DIGEST_PREFIX) for rng in ranges.values())
+    legacy = {tps: [rng[0], rng[1], sha256_lines_digest(range_lines(raws)[tps]), rng[3]]
+              for tps, rng in ranges.items()}
+    changed = list(raws)
+    changed[1] = raw(PAYMENT, 0, 11, payment("p-2", "2026-10-06T10:01:00Z",
+                                             "2026-10-06T10:01:02Z"), "2026-10-06T10:01:01Z")
+    for written in (ranges, legacy):
+        entry = {"seq": 7, "ranges": orjson.dumps(written)}
+        verify_digests(entry, raws)
+        with pytest.raises(SourceMismatch, match="journal batch 7 consumed payments:0"):
+            verify_digests(entry, changed)
+        verify_digests(entry, [r for r in raws if r.topic != PAYMENT or r.partition != 0]
+                       + [r for r in raws if r.topic == PAYMENT and r.partition == 0])

@@ -3,7 +3,8 @@ for record in its journaled order, with its journaled idleness decisions, so the
 the same decisions it made before the crash.
 
 Each journal entry records, per topic-partition, the offset range it consumed, a digest of
-the consumed lines (`range_digest`) and the offsets the source judged arrival-time jumps
+the consumed lines (`drive.lines_digest`; an entry written before the thirty-seventh round
+holds SHA-256's, checked as such) and the offsets the source judged arrival-time jumps
 (replay follows those decisions, `follow_jump_decisions`). Replay recomputes the digest of
 what it re-read and refuses (exit 4) when a consumed line changed: the checkpoint's
 fingerprints cover only the bytes before the checkpoint, the digests cover every journaled
@@ -16,7 +17,7 @@ import orjson
 from ..sources.filelog import RawRecord
 from ..sources.records import ARRIVAL_JUMP
 from .checkpoints import SourceMismatch
-from .drive import range_digests
+from .drive import digest_like, range_lines
 from .settings import TP, Source
 
 
@@ -76,12 +77,13 @@ def verify_digests(entry: dict, raws: list[RawRecord]) -> None:
     """Refuse a replay whose re-read lines differ from what the batch consumed. Entries written
     before digests were journaled carry none and are not checked."""
     ranges = orjson.loads(entry["ranges"])
-    got = range_digests(raws)
+    lines = range_lines(raws)
     for tps, rng in ranges.items():
         if len(rng) < 3:
             continue
-        if got.get(tps) != rng[2]:
+        got = digest_like(rng[2], lines.get(tps, []))
+        if got != rng[2]:
             raise SourceMismatch(
                 f"journal batch {entry['seq']} consumed {tps} offsets {rng[0]}..{rng[1]} and "
-                f"those lines changed since (content digest {str(got.get(tps))[:12]} != "
-                f"{rng[2][:12]}): restore refused")
+                f"those lines changed since (content digest {got[:15]} != "
+                f"{rng[2][:15]}): restore refused")
