@@ -1,7 +1,8 @@
 /* Texts the hot path reads or writes for every record, in C: a decoded struct's payload, its
  * canonical JSON and its times in one call, an aware datetime's microseconds since the epoch,
- * an instant's canonical UTC text, the ID alphabet check, a text as a JSON string, and the
- * source's plain-line guard, and a JSON template filled with integers, texts and instants.
+ * an instant's canonical UTC text, the ID alphabet check, a text as a JSON string, the source's
+ * plain-line guard and a block's arrival texts as microseconds, and a JSON template filled
+ * with integers, texts and instants.
  *
  * Why: each was a handful of interpreter calls per field. An instant went through a datetime
  * subtraction and three attribute reads of the timedelta it made, its text through msgspec's
@@ -10,9 +11,11 @@
  * microseconds, 261 ns for its text, 374 ns for the join and the search; a payment has two
  * instants and three IDs. And a fact's IDs and times went to orjson and back to be quoted
  * (docs/performance.md, thirtieth round). The payload and the guard are the thirty-first
- * round's, the template the thirty-second's (each says why where it is defined).
+ * round's, the template the thirty-second's, the arrival texts the thirty-seventh's (each says
+ * why where it is defined).
  *
- * Each function but the template has a Python twin that gives the same answer
+ * Each function but the template has a Python twin that gives the same answer (the arrival
+ * texts' is `timeutil.parse_utc_us`, one text at a time)
  * (tests/test_texts.py and tests/test_canonical_payload.py compare them on generated input);
  * the template's callers write what it declines themselves, and it is compared with orjson:
  * `streaming.contracts.canonical`, `streaming.timeutil`, `streaming.operators.base` and
