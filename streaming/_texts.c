@@ -241,33 +241,24 @@ static PyObject *utc_us_texts(PyObject *module, PyObject *values) {
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(values);
-    int64_t local[512];
-    int64_t *us = n <= 512 ? local : PyMem_Malloc((size_t)n * sizeof(int64_t));
-    if (us == NULL)
-        return PyErr_NoMemory();
-    PyObject *out = NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!canonical_utc_us(PyList_GET_ITEM(values, i), &us[i])) {
-            if (PyErr_Occurred())
-                goto done;
-            out = Py_NewRef(Py_None);
-            goto done;
-        }
-    }
-    out = PyList_New(n);
+    PyObject *out = PyList_New(n);
     if (out == NULL)
-        goto done;
+        return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *boxed = PyLong_FromLongLong(us[i]);
+        int64_t us;
+        if (!canonical_utc_us(PyList_GET_ITEM(values, i), &us)) {
+            Py_DECREF(out);
+            if (PyErr_Occurred())
+                return NULL;
+            Py_RETURN_NONE;
+        }
+        PyObject *boxed = PyLong_FromLongLong(us);
         if (boxed == NULL) {
-            Py_CLEAR(out);
-            goto done;
+            Py_DECREF(out);
+            return NULL;
         }
         PyList_SET_ITEM(out, i, boxed);
     }
-done:
-    if (us != local)
-        PyMem_Free(us);
     return out;
 }
 
