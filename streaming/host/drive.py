@@ -70,25 +70,26 @@ class BatchTrace:
 DIGEST_PREFIX: Final = "b3:"
 
 
-def lines_digest(lines: list[bytes]) -> str:
-    """The journal's digest of a partition's consumed lines, in offset order: BLAKE3 over each
-    line followed by a newline, its first 16 bytes as hex after DIGEST_PREFIX. (One update over
-    the joined lines: the same bytes as an update per line and per newline, in one call.)"""
-    h = blake3()
+def _digested(h: Any, lines: list[bytes]) -> Any:
+    """`h` fed what a line digest covers: each line followed by a newline, in offset order.
+    (One update over the joined lines: the same bytes as an update per line and per newline,
+    in one call.)"""
     if lines:
         h.update(b"\n".join(lines))
         h.update(b"\n")
-    return DIGEST_PREFIX + h.hexdigest(length=16)
+    return h
+
+
+def lines_digest(lines: list[bytes]) -> str:
+    """The journal's digest of a partition's consumed lines: BLAKE3 (`_digested`), its first 16
+    bytes as hex after DIGEST_PREFIX."""
+    return DIGEST_PREFIX + _digested(blake3(), lines).hexdigest(length=16)
 
 
 def sha256_lines_digest(lines: list[bytes]) -> str:
-    """The digest journals held before DIGEST_PREFIX: SHA-256 over each line followed by a
-    newline, the first 32 hex digits."""
-    h = hashlib.sha256()
-    if lines:
-        h.update(b"\n".join(lines))
-        h.update(b"\n")
-    return h.hexdigest()[:32]
+    """The digest journals held before DIGEST_PREFIX: SHA-256 (`_digested`), its first 32 hex
+    digits."""
+    return _digested(hashlib.sha256(), lines).hexdigest()[:32]
 
 
 def digest_like(stored: str, lines: list[bytes]) -> str:
