@@ -12,6 +12,7 @@ import pytest
 
 from riskstream_tools.benchmarks import catalog
 from riskstream_tools.benchmarks.scenarios import SCENARIOS
+from streaming.store.sqlite_driver import dbapi, describe
 
 from .conftest import PG_ADMIN_DSN, need_service
 
@@ -50,6 +51,12 @@ def test_bench_every_scenario_agrees_with_its_reference(tmp_path):
         mean_s = EVENTS / r["reference_events_per_s"]  # both timings are rounded to 1 ms
         assert min(before, after) - 0.001 <= mean_s <= max(before, after) + 0.001, name
         assert set(r["stages"]) >= {"sink_s", "checkpoint_s"}
+    # Which SQLite library the SQLite stores ran on: this process's choice under the same
+    # environment; none where no SQLite store was opened.
+    assert results["join-sqlite"]["sqlite"] == results["receipts-sqlite"]["sqlite"] == \
+        describe(dbapi())
+    assert results["join-postgres"]["sqlite"] is None
+    assert results["join-operator"]["sqlite"] is None
     # The pipelines really produced output that the references confirmed.
     assert results["join-sqlite"]["pairs"] == results["join-sqlite"]["reference_pairs"] > 1000
     assert results["join-postgres"]["pairs"] == results["join-sqlite"]["pairs"]

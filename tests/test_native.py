@@ -10,7 +10,6 @@ import importlib.machinery
 import gc
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from itertools import islice
@@ -18,6 +17,7 @@ from itertools import islice
 import pytest
 
 from streaming import native
+from streaming.store.sqlite_driver import dbapi
 from riskstream_tools.benchmarks.scenarios import prepare_input
 
 from .conftest import IN_CI
@@ -101,7 +101,7 @@ def test_an_extension_outside_the_set_is_named_and_runs_pure(tmp_path, monkeypat
 
 
 def _facts(db: str) -> list[tuple]:
-    con = sqlite3.connect(db)
+    con = dbapi().connect(db)
     try:
         return con.execute(f"SELECT {FACT_COLUMNS} FROM facts ORDER BY pipeline, fact_key"
                            ).fetchall()

@@ -4,9 +4,8 @@ the page size it was made with."""
 
 from __future__ import annotations
 
-import sqlite3
-
 from streaming.store.ops import SqliteSettings, Store
+from streaming.store.sqlite_driver import dbapi
 
 
 def _pragma(url: str, name: str, batch_writer: bool = False) -> object:
@@ -46,7 +45,7 @@ def test_settings_are_read_when_the_store_is_opened(tmp_path, monkeypatch):
 
 def test_an_existing_store_keeps_its_page_size(tmp_path):
     path = tmp_path / "old.sqlite"
-    raw = sqlite3.connect(path)  # a store made with 16 KiB pages, as earlier releases made
+    raw = dbapi().connect(path)  # a store made with 16 KiB pages, as earlier releases made
     raw.execute("PRAGMA page_size=16384")
     raw.execute("PRAGMA journal_mode=WAL")
     raw.execute("CREATE TABLE made_before (x)")

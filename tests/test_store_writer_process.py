@@ -6,7 +6,6 @@ of the socket closes, and never shows the store URL on its command line."""
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
 from dataclasses import replace
 
@@ -19,6 +18,7 @@ from streaming.host.checkpoints import (COMPRESS_THREADS_ABOVE, SERIALIZER, Chec
 from streaming.operators.base import Fact
 from streaming.store.errors import StoreErrorElsewhere, describe_store_error, is_store_error
 from streaming.store.ops import BatchRows, BatchWrite, Store
+from streaming.store.sqlite_driver import dbapi
 from streaming.store.writer_process import (BATCH_MSGPACK, BATCH_PICKLE, PackedBatch, WriterFailed,
                                            WriterProcess, pack, unpack)
 
@@ -379,7 +379,7 @@ def test_a_checkpoint_paused_mid_write_rolls_back_when_the_worker_dies(store_url
 def _checkpoint_seqs(url: str) -> list[int]:
     """Read as a plain SQLite reader, which no open write transaction blocks (the store's own
     connections begin every transaction as a writer)."""
-    conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+    conn = dbapi().connect(url.removeprefix("sqlite:///"))
     try:
         return [r[0] for r in conn.execute("SELECT journal_seq FROM checkpoints ORDER BY id")]
     finally:

@@ -529,9 +529,13 @@ if __name__ == "__main__":
         print(json.dumps(worker_child(*sys.argv[2:]), default=str))
     elif len(sys.argv) == 6 and sys.argv[1] == "child":
         from streaming import native
+        from streaming.store.sqlite_driver import in_use
 
         _, _, name, src_, url_, n_ = sys.argv
-        print(json.dumps({**CHILDREN[name](src_, url_, int(n_)), "core": native.active},
+        # Which SQLite library the scenario's store ran on (`sqlite_driver`; None without a
+        # SQLite store), beside the core's build.
+        print(json.dumps({**CHILDREN[name](src_, url_, int(n_)), "core": native.active,
+                          "sqlite": in_use()},
                          default=str))
     else:
         raise SystemExit(

@@ -8,11 +8,10 @@ location in it redacted; nothing of the statement or its rows."""
 
 from __future__ import annotations
 
-import sqlite3
-
 from sqlalchemy.exc import StatementError
 
 from ..redaction import redact_text
+from .sqlite_driver import error_types
 
 STORE_FAILURE_EXIT = 7
 
@@ -36,7 +35,7 @@ _PG_CONNECT = {"08000", "08001", "08003", "08004", "08006", "57P01", "57P02", "5
 
 
 def _cause(orig: BaseException | None) -> tuple[str, str]:
-    if isinstance(orig, sqlite3.Error):
+    if isinstance(orig, error_types()):
         code = getattr(orig, "sqlite_errorcode", None)
         primary = code & 0xFF if isinstance(code, int) else None
         text = str(orig).lower()
@@ -82,5 +81,5 @@ def describe_store_error(exc: BaseException) -> str:
 
 
 def is_store_error(exc: BaseException) -> bool:
-    return isinstance(exc, (StatementError, sqlite3.Error, StoreErrorElsewhere)) or \
+    return isinstance(exc, (StatementError, *error_types(), StoreErrorElsewhere)) or \
         type(exc).__module__.startswith("psycopg")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
 import zlib
 from bisect import bisect_right
@@ -23,6 +22,7 @@ from ..redaction import connect_url
 from . import schema as S
 from . import tables as _tables  # noqa: F401  (registers pipeline tables)
 from .accounting import source_accounting
+from .sqlite_driver import dbapi
 from .versions import StoreVersionError, prepare
 
 DEFAULT_STORE_URL = "sqlite:///.riskstream/ops.sqlite"
@@ -106,7 +106,10 @@ def make_engine(url: str, batch_writer: bool = False) -> Engine:
         path = url.split("///", 1)[1] if "///" in url else ""
         if path and path != ":memory:" and not path.startswith("file:"):  # not a URI
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 30})
+        # The SQLite library is the process's one (`sqlite_driver`: a recent SQLite when
+        # installed).
+        driver = dbapi()
+        engine = create_engine(url, module=driver, connect_args={"timeout": 30})
         lite = SqliteSettings.from_env()
 
         @event.listens_for(engine, "connect")
@@ -139,7 +142,7 @@ def make_engine(url: str, batch_writer: bool = False) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
-def _enable_wal(cur: sqlite3.Cursor, timeout_s: float = 30.0) -> None:
+def _enable_wal(cur: Any, timeout_s: float = 30.0) -> None:
     """Put the store in WAL mode (kept in the file: only its first connection changes it).
     Connections that open a new store at the same moment all try the change, which takes an
     exclusive lock from a shared one; SQLite answers one of them "database is locked" at once
@@ -151,7 +154,7 @@ def _enable_wal(cur: sqlite3.Cursor, timeout_s: float = 30.0) -> None:
             if cur.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 cur.execute("PRAGMA journal_mode=WAL")
             return
-        except sqlite3.OperationalError as exc:
+        except dbapi().OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(delay)

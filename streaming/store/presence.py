@@ -8,12 +8,12 @@ anything, and refuses a missing or uninitialized store with `StoreMissing`."""
 from __future__ import annotations
 
 import os
-import sqlite3
 
 from sqlalchemy import create_engine, inspect
 from sqlalchemy.exc import SQLAlchemyError
 
 from .ops import Store, normalize_url
+from .sqlite_driver import dbapi
 
 # A store is initialized once its tables exist; `facts` is created with the first of them.
 MARKER_TABLE = "facts"
@@ -47,12 +47,14 @@ def sqlite_path(url: str) -> str | None:
 
 def _sqlite_initialized(path: str) -> bool:
     # Read-only URI: opening it never creates the file or a journal.
-    con = sqlite3.connect(f"file:{os.path.abspath(path)}?mode=ro", uri=True, timeout=30)
+    # The process's SQLite library, as the store's own connections use (`sqlite_driver`).
+    driver = dbapi()
+    con = driver.connect(f"file:{os.path.abspath(path)}?mode=ro", uri=True, timeout=30)
     try:
         row = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                           (MARKER_TABLE,)).fetchone()
         return row is not None
-    except sqlite3.DatabaseError:
+    except driver.DatabaseError:
         return False
     finally:
         con.close()
