@@ -5,6 +5,7 @@ of the socket closes, and never shows the store URL on its command line."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from dataclasses import replace
@@ -154,6 +155,37 @@ def test_a_batch_sent_pickled_commits_as_the_batch_itself(store_url, monkeypatch
     finally:
         writer.close()
     assert _stored(store_url) == ([("k|a", 1), ("k|b", 1), ("k|c", 2)], 2)
+
+
+def _maps_pysqlite3(pid: int) -> bool:
+    """Whether process `pid` has `pysqlite3`'s SQLite mapped. The standard library's module
+    is imported everywhere (`sqlite_driver` falls back to it), so its presence says nothing;
+    `pysqlite3` is imported only once `dbapi()` has chosen it."""
+    with open(f"/proc/{pid}/maps") as fh:
+        return "/pysqlite3/" in fh.read()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc/<pid>/maps")
+@pytest.mark.parametrize("driver", ["pysqlite3", "stdlib"])
+def test_the_writer_process_commits_with_the_library_its_environment_chooses(
+        store_url, driver, monkeypatch):
+    """The writer process is a process of its own: it takes the SQLite library the worker's
+    environment names (`sqlite_driver`), and no other."""
+    if driver == "pysqlite3" and importlib.util.find_spec("pysqlite3") is None:
+        pytest.skip("pysqlite3-binary is not installed (no wheel for this platform)")
+    monkeypatch.setenv("RISKSTREAM_SQLITE_DRIVER", driver)
+    writer = WriterProcess(store_url, "join")
+    try:
+        writer.submit(_batch(1, ["a", "b"]).rows())
+        assert writer.result()[0].written == 2
+        assert writer.pid is not None
+        assert _maps_pysqlite3(writer.pid) == (driver == "pysqlite3")
+    finally:
+        writer.close()
+    # This process chose its library when the fixture made the store: back to its own choice
+    # before it reads the store again.
+    monkeypatch.undo()
+    assert _stored(store_url) == ([("k|a", 1), ("k|b", 1)], 1)
 
 
 def test_a_batch_packed_ahead_commits_as_the_batch_itself(store_url):
