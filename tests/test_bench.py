@@ -82,6 +82,16 @@ def test_bench_every_scenario_agrees_with_its_reference(tmp_path):
     for name in ("join-sqlite", "ledger-sqlite", "receipts-sqlite"):
         assert results[name]["writer_cpu_s"] > 0, name
         assert results[name]["writer_written_mib"] > 0, name
+    # Every store scenario says what set its pace, from its own figures (what each value
+    # means: tests/test_bench_limited_by.py); the operator alone has no store to name.
+    one_worker = {"worker", "writer CPU", "writer waiting on the database", "worker and writer"}
+    for name in ("join-sqlite", "join-postgres", "join-sqlite-ordered-ids", "ledger-sqlite",
+                 "receipts-sqlite"):
+        assert results[name]["limited_by"] in one_worker, (name, results[name]["limited_by"])
+    for name in ("join-sqlite-2-workers", "ledger-sqlite-2-workers",
+                 "receipts-sqlite-2-workers"):
+        assert results[name]["limited_by"] in {"workers", "serial commits"}, name
+    assert results["join-operator"]["limited_by"] is None
 
 
 @pytest.mark.postgres

@@ -120,6 +120,51 @@ def result_fields(scenario: str, events: int, seconds: float, reference_seconds:
             "peak_rss_mib": round(peak_rss_mib, 1)}
 
 
+# What bounds a run with a store (`limited_by`), read off its own figures. Two busy times
+# within this share of the larger are called even: neither alone sets the pace.
+EVEN_SHARE = 0.10
+# A writer whose CPU seconds are below this share of its commit seconds spent the rest
+# waiting: on the database server, or on storage (a SQLite file's syncs).
+WRITER_CPU_SHARE = 0.75
+# Serial commits (several workers, no writer process) that take more than this share of the
+# workers' time together are what the run waits on.
+SERIAL_COMMIT_SHARE = 0.5
+
+
+def limited_by(result: dict) -> str | None:
+    """What set the pace of a store scenario's run, from the figures the run reported; None
+    for a run without them (the operator alone).
+
+    One worker with a writer process: the two run at once, so the run lasts about as long as
+    the busier of them. The worker is busy for its CPU seconds; the writer for its commit
+    seconds, of which its CPU seconds are its own work and the rest waits.
+    - "worker": the worker's CPU seconds exceed the writer's commit seconds;
+    - "writer CPU" or "writer waiting on the database": the commits exceed the worker's CPU,
+      by whether the writer spent them mostly computing;
+    - "worker and writer": the two are within `EVEN_SHARE` of each other.
+    Commits made serially (several workers, each committing its own batches; or one worker
+    without a writer process): "serial commits" when they take more than
+    `SERIAL_COMMIT_SHARE` of the workers' seconds together, else "workers" ("worker")."""
+    worker_cpu = result.get("worker_cpu_s")
+    commit = result.get("sink_commit_s")
+    if worker_cpu is None or commit is None:
+        return None
+    if result.get("workers") or result.get("overlap_commits") is False:
+        # The commits are part of each worker's own time: its wall seconds, summed.
+        spent = sum(result.get("worker_seconds") or ()) or result.get("seconds") or 0.0
+        if spent and commit > SERIAL_COMMIT_SHARE * spent:
+            return "serial commits"
+        return "workers" if result.get("workers") else "worker"
+    if abs(commit - worker_cpu) <= EVEN_SHARE * max(commit, worker_cpu):
+        return "worker and writer"
+    if worker_cpu > commit:
+        return "worker"
+    writer_cpu = result.get("writer_cpu_s")
+    if writer_cpu is not None and writer_cpu >= WRITER_CPU_SHARE * commit:
+        return "writer CPU"
+    return "writer waiting on the database"
+
+
 def _peak_rss_mib() -> float:
     """This process's peak resident memory: VmHWM (ru_maxrss, the fallback, would carry over
     the parent's peak across fork + exec, and the parent generated the inputs)."""
@@ -519,6 +564,7 @@ def run_scenario(scenario: str, workdir: str, n: int) -> dict:
     out["stages"] = {k: (round(v, 3) if isinstance(v, float) else v)
                      for k, v in child.pop("stages").items()}
     out.update(child)
+    out["limited_by"] = limited_by(out)
     return out
 
 

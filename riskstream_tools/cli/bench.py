@@ -48,7 +48,9 @@ def print_table(results: list[dict], path: str, console: Console) -> None:
                            for k, v in r.get("stages", {}).items() if v is not None)
         extra = ", ".join(f"{k} {_fmt(r[k])}" for k in ("p50_ms", "p99_ms", "recovery_s")
                           if r.get(k) is not None)
-        stages = ", ".join(x for x in (stages, extra) if x)
+        # What set the run's pace (`scenarios.limited_by`), where the run measured it.
+        limit = f"limited by {r['limited_by']}" if r.get("limited_by") else ""
+        stages = ", ".join(x for x in (stages, extra, limit) if x)
         table.add_row(r["scenario"], _fmt(r["events"]), _fmt(r["seconds"]),
                       _fmt(r["events_per_s"]), _fmt(r["reference_events_per_s"]),
                       _fmt(r["ratio"]), _fmt(r["peak_rss_mib"]),
