@@ -92,6 +92,11 @@ def test_bench_every_scenario_agrees_with_its_reference(tmp_path):
                  "receipts-sqlite-2-workers"):
         assert results[name]["limited_by"] in {"workers", "serial commits"}, name
     assert results["join-operator"]["limited_by"] is None
+    # Of each store scenario's checkpoint stage, the worker's own serialization of the state.
+    for name in ("join-sqlite", "join-postgres", "ledger-sqlite", "receipts-sqlite",
+                 "ledger-sqlite-2-workers"):
+        r = results[name]
+        assert 0 < r["checkpoint_dump_s"] <= r["stages"]["checkpoint_s"] + 0.001, name
 
 
 @pytest.mark.postgres

@@ -7,6 +7,7 @@ worker with nothing after it acknowledged or checkpointed."""
 from __future__ import annotations
 
 import os
+import time
 
 import orjson
 import pytest
@@ -130,6 +131,26 @@ def test_overlapped_run_leaves_what_a_serial_run_leaves(seed_dir, store_factory)
     assert all(r["closes"] for r in b["accounting"])
     for key in a:
         assert b[key] == a[key], key
+
+
+def test_the_checkpoint_stage_counts_the_workers_own_serialization_apart(
+        seed_dir, store_factory, monkeypatch):
+    """`checkpoint_dump_s`: of the checkpoint stage, the worker's taking and serializing of
+    the state, every checkpoint's, whether the worker or the writer process writes it."""
+    src, _ = seed_dir
+    real = host_loop.dump_checkpoint
+    pause = 0.02
+
+    def slow_dump(*args, **kwargs):
+        time.sleep(pause)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(host_loop, "dump_checkpoint", slow_dump)
+    for overlap in (False, True):
+        res = run_join(src, store_factory(), overlap_commits=overlap, **RUN)
+        assert res.checkpoints > 1, overlap
+        assert res.checkpoint_dump_s >= pause * res.checkpoints, overlap
+        assert res.checkpoint_dump_s <= res.stage_seconds["checkpoint"], overlap
 
 
 class _Recorder:

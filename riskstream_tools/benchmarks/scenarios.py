@@ -208,7 +208,10 @@ def _run_worker(spec, settings, url: str) -> tuple[Any, float, dict, float, dict
                "writer_peak_rss_mib": res.writer_peak_rss_mib,
                # What the commits cost the writer process: its CPU seconds and the MiB it
                # wrote to storage (WAL frames and the checkpoints' copies on SQLite).
-               "writer_cpu_s": res.writer_cpu_s, "writer_written_mib": res.writer_written_mib}
+               "writer_cpu_s": res.writer_cpu_s, "writer_written_mib": res.writer_written_mib,
+               # Of the checkpoint stage, the worker's own taking and serializing of the
+               # state; the rest is the writer's compressing and writing, or the wait for it.
+               "checkpoint_dump_s": res.checkpoint_dump_s}
     return res, wall, stages, rss, commits
 
 
@@ -268,6 +271,7 @@ def _run_family(family: str, src: str, url: str, workers: int) -> tuple[dict, fl
             summed[k] = summed.get(k, 0.0) + v
     commits = {"workers": workers, "worker_cpu_s": sum(r["worker_cpu_s"] for r in runs),
                "sink_commit_s": sum(r["sink_commit_s"] for r in runs),
+               "checkpoint_dump_s": sum(r["checkpoint_dump_s"] for r in runs),
                "batches": sum(r["batches"] for r in runs),
                # None when the workers committed serially (no writer process).
                "writer_peak_rss_mib": max((r["writer_peak_rss_mib"] for r in runs
