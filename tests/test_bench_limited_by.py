@@ -73,3 +73,12 @@ def test_one_worker_committing_serially_is_measured_against_its_run():
               "sink_commit_s": 12.0, "writer_cpu_s": None}
     assert limited_by(serial) == "serial commits"
     assert limited_by({**serial, "sink_commit_s": 6.0}) == "worker"
+
+
+def test_one_worker_whose_batches_all_committed_in_it_is_serial():
+    # Overlap on, but no batch went to a writer process (a run of one batch starts none): the
+    # commits are the worker's own, whatever the writer's absent CPU would say.
+    alone = {**one_worker(5.0, 20.0, None), "seconds": 26.0, "overlapped_batches": 0}
+    assert limited_by(alone) == "serial commits"
+    assert limited_by({**alone, "sink_commit_s": 4.0}) == "worker"
+    assert limited_by({**alone, "overlapped_batches": 3}) == "writer waiting on the database"

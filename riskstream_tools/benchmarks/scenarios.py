@@ -143,13 +143,17 @@ def limited_by(result: dict) -> str | None:
       by whether the writer spent them mostly computing;
     - "worker and writer": the two are within `EVEN_SHARE` of each other.
     Commits made serially (several workers, each committing its own batches; or one worker
-    without a writer process): "serial commits" when they take more than
-    `SERIAL_COMMIT_SHARE` of the workers' seconds together, else "workers" ("worker")."""
+    without a writer process, by choice or because no batch overlapped): "serial commits"
+    when they take more than `SERIAL_COMMIT_SHARE` of the workers' seconds together, else
+    "workers" ("worker")."""
     worker_cpu = result.get("worker_cpu_s")
     commit = result.get("sink_commit_s")
     if worker_cpu is None or commit is None:
         return None
-    if result.get("workers") or result.get("overlap_commits") is False:
+    # Serial too: a run with overlap on whose batches all committed in the worker (a run of
+    # one batch never starts the writer process).
+    serial = result.get("overlap_commits") is False or result.get("overlapped_batches") == 0
+    if result.get("workers") or serial:
         # The commits are part of each worker's own time: its wall seconds, summed.
         spent = sum(result.get("worker_seconds") or ()) or result.get("seconds") or 0.0
         if spent and commit > SERIAL_COMMIT_SHARE * spent:
