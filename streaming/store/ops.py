@@ -121,7 +121,7 @@ def make_engine(url: str, batch_writer: bool = False) -> Engine:
             # on an existing file; `SqliteSettings.page_bytes` says why 4 KiB).
             cur.execute(f"PRAGMA page_size={lite.page_bytes}")
             cur.execute("PRAGMA busy_timeout=30000")
-            _enable_wal(cur)
+            _enable_wal(cur, driver.OperationalError)
             cur.execute("PRAGMA synchronous=FULL")
             # Above SQLite's default 2 MiB, which the unique fact index outgrows after a few
             # hundred thousand facts (why not more: SqliteSettings.cache_kib).
@@ -142,11 +142,12 @@ def make_engine(url: str, batch_writer: bool = False) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
-def _enable_wal(cur: Any, timeout_s: float = 30.0) -> None:
+def _enable_wal(cur: Any, refused: type[Exception], timeout_s: float = 30.0) -> None:
     """Put the store in WAL mode (kept in the file: only its first connection changes it).
     Connections that open a new store at the same moment all try the change, which takes an
     exclusive lock from a shared one; SQLite answers one of them "database is locked" at once
-    instead of waiting (it would deadlock), whatever the busy timeout. That one retries."""
+    instead of waiting (it would deadlock), whatever the busy timeout. That one retries.
+    `refused`: the `OperationalError` of the SQLite library the cursor belongs to."""
     deadline = time.monotonic() + timeout_s
     delay = 0.005
     while True:
@@ -154,7 +155,7 @@ def _enable_wal(cur: Any, timeout_s: float = 30.0) -> None:
             if cur.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 cur.execute("PRAGMA journal_mode=WAL")
             return
-        except dbapi().OperationalError as exc:
+        except refused as exc:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(delay)
