@@ -122,8 +122,230 @@ static void blake2b_128(const uint8_t *in, size_t len, uint64_t out[2]) {
     out[1] = h[1];
 }
 
+
+/* ------------------------------------------------------------------ several messages at once
+ * A single message's compression is a chain of dependent steps: four lanes of one message in
+ * vector registers gain nothing over the word-at-a-time code (docs/performance.md,
+ * thirty-fourth round). Several messages are independent, so each lane of a vector register
+ * can carry a different message: 4 lanes with AVX2, 8 with AVX-512, chosen when the module
+ * loads by what the processor has. `hex128_many` hashes a list this way: messages of the same
+ * number of blocks go through together (grouped first, so no lane idles through a longer
+ * neighbour's blocks), the rest one at a time. Every lane computes exactly what `compress`
+ * does; tests/test_hashing.py holds each width to hashlib. */
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_LANES 1
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2")))
+#define AVX512 __attribute__((target("avx512f")))
+
+AVX2 static inline __m256i ror32_4(__m256i x) {
+    return _mm256_shuffle_epi32(x, _MM_SHUFFLE(2, 3, 0, 1));
+}
+AVX2 static inline __m256i ror24_4(__m256i x) {
+    const __m256i m = _mm256_setr_epi8(3, 4, 5, 6, 7, 0, 1, 2, 11, 12, 13, 14, 15, 8, 9, 10,
+                                       3, 4, 5, 6, 7, 0, 1, 2, 11, 12, 13, 14, 15, 8, 9, 10);
+    return _mm256_shuffle_epi8(x, m);
+}
+AVX2 static inline __m256i ror16_4(__m256i x) {
+    const __m256i m = _mm256_setr_epi8(2, 3, 4, 5, 6, 7, 0, 1, 10, 11, 12, 13, 14, 15, 8, 9,
+                                       2, 3, 4, 5, 6, 7, 0, 1, 10, 11, 12, 13, 14, 15, 8, 9);
+    return _mm256_shuffle_epi8(x, m);
+}
+AVX2 static inline __m256i ror63_4(__m256i x) {
+    return _mm256_or_si256(_mm256_srli_epi64(x, 63), _mm256_add_epi64(x, x));
+}
+
+#define G4(a, b, c, d, x, y)                                                     \
+    do {                                                                         \
+        v[a] = _mm256_add_epi64(_mm256_add_epi64(v[a], v[b]), (x));              \
+        v[d] = ror32_4(_mm256_xor_si256(v[d], v[a]));                            \
+        v[c] = _mm256_add_epi64(v[c], v[d]);                                     \
+        v[b] = ror24_4(_mm256_xor_si256(v[b], v[c]));                            \
+        v[a] = _mm256_add_epi64(_mm256_add_epi64(v[a], v[b]), (y));              \
+        v[d] = ror16_4(_mm256_xor_si256(v[d], v[a]));                            \
+        v[c] = _mm256_add_epi64(v[c], v[d]);                                     \
+        v[b] = ror63_4(_mm256_xor_si256(v[b], v[c]));                            \
+    } while (0)
+
+#define G8(a, b, c, d, x, y)                                                     \
+    do {                                                                         \
+        v[a] = _mm512_add_epi64(_mm512_add_epi64(v[a], v[b]), (x));              \
+        v[d] = _mm512_ror_epi64(_mm512_xor_si512(v[d], v[a]), 32);               \
+        v[c] = _mm512_add_epi64(v[c], v[d]);                                     \
+        v[b] = _mm512_ror_epi64(_mm512_xor_si512(v[b], v[c]), 24);               \
+        v[a] = _mm512_add_epi64(_mm512_add_epi64(v[a], v[b]), (y));              \
+        v[d] = _mm512_ror_epi64(_mm512_xor_si512(v[d], v[a]), 16);               \
+        v[c] = _mm512_add_epi64(v[c], v[d]);                                     \
+        v[b] = _mm512_ror_epi64(_mm512_xor_si512(v[b], v[c]), 63);               \
+    } while (0)
+
+#define ROUND_WITH(GX, r)                                                  \
+    do {                                                                   \
+        GX(0, 4, 8, 12, m[SIGMA[r][0]], m[SIGMA[r][1]]);                   \
+        GX(1, 5, 9, 13, m[SIGMA[r][2]], m[SIGMA[r][3]]);                   \
+        GX(2, 6, 10, 14, m[SIGMA[r][4]], m[SIGMA[r][5]]);                  \
+        GX(3, 7, 11, 15, m[SIGMA[r][6]], m[SIGMA[r][7]]);                  \
+        GX(0, 5, 10, 15, m[SIGMA[r][8]], m[SIGMA[r][9]]);                  \
+        GX(1, 6, 11, 12, m[SIGMA[r][10]], m[SIGMA[r][11]]);                \
+        GX(2, 7, 8, 13, m[SIGMA[r][12]], m[SIGMA[r][13]]);                 \
+        GX(3, 4, 9, 14, m[SIGMA[r][14]], m[SIGMA[r][15]]);                 \
+    } while (0)
+
+#define TWELVE_ROUNDS(GX)                                                              \
+    do {                                                                               \
+        ROUND_WITH(GX, 0); ROUND_WITH(GX, 1); ROUND_WITH(GX, 2); ROUND_WITH(GX, 3);   \
+        ROUND_WITH(GX, 4); ROUND_WITH(GX, 5); ROUND_WITH(GX, 6); ROUND_WITH(GX, 7);   \
+        ROUND_WITH(GX, 8); ROUND_WITH(GX, 9); ROUND_WITH(GX, 10); ROUND_WITH(GX, 11); \
+    } while (0)
+
+/* One block of each of 4 messages: lane l reads `blocks[l]`, its counter `counter[l]` and its
+ * last-block flag `last[l]` (all ones or zero). Message word i of every lane in one register:
+ * the four lanes' 32-byte quarters loaded as rows and transposed. */
+AVX2 static void compress4(__m256i h[8], const uint8_t *const blocks[4],
+                           const uint64_t counter[4], const uint64_t last[4]) {
+    __m256i m[16], v[16];
+    for (int q = 0; q < 4; q++) {
+        __m256i r0 = _mm256_loadu_si256((const __m256i *)(blocks[0] + 32 * q));
+        __m256i r1 = _mm256_loadu_si256((const __m256i *)(blocks[1] + 32 * q));
+        __m256i r2 = _mm256_loadu_si256((const __m256i *)(blocks[2] + 32 * q));
+        __m256i r3 = _mm256_loadu_si256((const __m256i *)(blocks[3] + 32 * q));
+        __m256i t0 = _mm256_unpacklo_epi64(r0, r1), t1 = _mm256_unpackhi_epi64(r0, r1);
+        __m256i t2 = _mm256_unpacklo_epi64(r2, r3), t3 = _mm256_unpackhi_epi64(r2, r3);
+        m[4 * q + 0] = _mm256_permute2x128_si256(t0, t2, 0x20);
+        m[4 * q + 1] = _mm256_permute2x128_si256(t1, t3, 0x20);
+        m[4 * q + 2] = _mm256_permute2x128_si256(t0, t2, 0x31);
+        m[4 * q + 3] = _mm256_permute2x128_si256(t1, t3, 0x31);
+    }
+    for (int i = 0; i < 8; i++) {
+        v[i] = h[i];
+        v[i + 8] = _mm256_set1_epi64x((long long)IV[i]);
+    }
+    v[12] = _mm256_xor_si256(v[12], _mm256_loadu_si256((const __m256i *)counter));
+    v[14] = _mm256_xor_si256(v[14], _mm256_loadu_si256((const __m256i *)last));
+    TWELVE_ROUNDS(G4);
+    for (int i = 0; i < 8; i++) h[i] = _mm256_xor_si256(h[i], _mm256_xor_si256(v[i], v[i + 8]));
+}
+
+/* The same for 8 messages, each message word gathered from the 8 lanes' block addresses. */
+AVX512 static void compress8(__m512i h[8], const uint8_t *const blocks[8],
+                             const uint64_t counter[8], const uint64_t last[8]) {
+    __m512i m[16], v[16];
+    const __m512i at = _mm512_loadu_si512((const void *)blocks);
+    for (int i = 0; i < 16; i++) {
+        m[i] = _mm512_i64gather_epi64(_mm512_add_epi64(at, _mm512_set1_epi64(8 * i)),
+                                      (const void *)0, 1);
+    }
+    for (int i = 0; i < 8; i++) {
+        v[i] = h[i];
+        v[i + 8] = _mm512_set1_epi64((long long)IV[i]);
+    }
+    v[12] = _mm512_xor_si512(v[12], _mm512_loadu_si512((const void *)counter));
+    v[14] = _mm512_xor_si512(v[14], _mm512_loadu_si512((const void *)last));
+    TWELVE_ROUNDS(G8);
+    for (int i = 0; i < 8; i++) h[i] = _mm512_xor_si512(h[i], _mm512_xor_si512(v[i], v[i + 8]));
+}
+
+#define MAX_LANES 8
+
+AVX2 static void lanes4_128(size_t blocks, const uint8_t *const in[4], const size_t len[4],
+                            uint64_t out[][2]) {
+    __m256i h[8];
+    uint8_t pad[4][BLOCK];
+    const uint8_t *at[4];
+    uint64_t counter[4], last[4];
+    for (int i = 0; i < 8; i++) h[i] = _mm256_set1_epi64x((long long)IV[i]);
+    h[0] = _mm256_xor_si256(h[0], _mm256_set1_epi64x(0x01010000LL ^ OUT_BYTES));
+    for (size_t b = 0; b + 1 < blocks; b++) {
+        for (int l = 0; l < 4; l++) {
+            at[l] = in[l] + b * BLOCK;
+            counter[l] = (b + 1) * BLOCK;
+            last[l] = 0;
+        }
+        compress4(h, at, counter, last);
+    }
+    for (int l = 0; l < 4; l++) {
+        size_t off = (blocks - 1) * BLOCK;
+        memset(pad[l], 0, BLOCK);
+        if (len[l] > off) memcpy(pad[l], in[l] + off, len[l] - off);
+        at[l] = pad[l];
+        counter[l] = len[l];
+        last[l] = ~0ULL;
+    }
+    compress4(h, at, counter, last);
+    uint64_t w0[4], w1[4];
+    _mm256_storeu_si256((__m256i *)w0, h[0]);
+    _mm256_storeu_si256((__m256i *)w1, h[1]);
+    for (int l = 0; l < 4; l++) {
+        out[l][0] = w0[l];
+        out[l][1] = w1[l];
+    }
+}
+
+AVX512 static void lanes8_128(size_t blocks, const uint8_t *const in[8], const size_t len[8],
+                              uint64_t out[][2]) {
+    __m512i h[8];
+    uint8_t pad[8][BLOCK];
+    const uint8_t *at[8];
+    uint64_t counter[8], last[8];
+    for (int i = 0; i < 8; i++) h[i] = _mm512_set1_epi64((long long)IV[i]);
+    h[0] = _mm512_xor_si512(h[0], _mm512_set1_epi64(0x01010000LL ^ OUT_BYTES));
+    for (size_t b = 0; b + 1 < blocks; b++) {
+        for (int l = 0; l < 8; l++) {
+            at[l] = in[l] + b * BLOCK;
+            counter[l] = (b + 1) * BLOCK;
+            last[l] = 0;
+        }
+        compress8(h, at, counter, last);
+    }
+    for (int l = 0; l < 8; l++) {
+        size_t off = (blocks - 1) * BLOCK;
+        memset(pad[l], 0, BLOCK);
+        if (len[l] > off) memcpy(pad[l], in[l] + off, len[l] - off);
+        at[l] = pad[l];
+        counter[l] = len[l];
+        last[l] = ~0ULL;
+    }
+    compress8(h, at, counter, last);
+    uint64_t w0[8], w1[8];
+    _mm512_storeu_si512((void *)w0, h[0]);
+    _mm512_storeu_si512((void *)w1, h[1]);
+    for (int l = 0; l < 8; l++) {
+        out[l][0] = w0[l];
+        out[l][1] = w1[l];
+    }
+}
+
+/* `lanes` messages of `blocks` blocks each (so `(blocks - 1) * BLOCK < len <= blocks * BLOCK`,
+ * or an empty message for one block): their digests into out[l]. Each message's last block
+ * is copied into a zero-padded buffer, as `blake2b_128` does. */
+static void lanes_128(int lanes, size_t blocks, const uint8_t *const in[], const size_t len[],
+                      uint64_t out[][2]) {
+    if (lanes == 8) lanes8_128(blocks, in, len, out);
+    else lanes4_128(blocks, in, len, out);
+}
+
+/* The widest the processor runs: 8, 4, or 1 (no vector code). */
+static int widest_lanes(void) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return 8;
+    if (__builtin_cpu_supports("avx2")) return 4;
+    return 1;
+}
+#else
+#define MAX_LANES 1
+static int widest_lanes(void) { return 1; }
+#endif
+
 /* Each byte's two hex digits, filled in when the module loads. */
 static char HEX_PAIRS[256][2];
+
+static void write_hex(Py_UCS1 *hex, const uint64_t words[2]) {
+    for (int i = 0; i < OUT_BYTES; i++) {
+        memcpy(hex + 2 * i, HEX_PAIRS[(words[i / 8] >> (8 * (i % 8))) & 0xff], 2);
+    }
+}
 
 static PyObject *hex128(PyObject *module, PyObject *arg) {
     const char *data;
@@ -157,17 +379,138 @@ static PyObject *hex128(PyObject *module, PyObject *arg) {
     if (viewed) PyBuffer_Release(&view);
     PyObject *text = PyUnicode_New(2 * OUT_BYTES, 127);
     if (text == NULL) return NULL;
-    Py_UCS1 *hex = PyUnicode_1BYTE_DATA(text);
-    for (int i = 0; i < OUT_BYTES; i++) {
-        memcpy(hex + 2 * i, HEX_PAIRS[(words[i / 8] >> (8 * (i % 8))) & 0xff], 2);
-    }
+    write_hex(PyUnicode_1BYTE_DATA(text), words);
     return text;
+}
+
+/* The widest lane count this processor runs (set when the module loads). */
+static int WIDEST = 1;
+
+/* Messages of more blocks than this are hashed one at a time: few and long, they gain little. */
+#define MAX_GROUPED_BLOCKS 8
+
+/* The bytes a str or bytes item is hashed over; NULL with an exception for any other item. */
+static const char *item_bytes(PyObject *item, Py_ssize_t *len) {
+    if (PyBytes_CheckExact(item)) {
+        *len = PyBytes_GET_SIZE(item);
+        return PyBytes_AS_STRING(item);
+    }
+    if (PyUnicode_Check(item)) return PyUnicode_AsUTF8AndSize(item, len);
+    PyErr_Format(PyExc_TypeError, "hex128_many: an item is %.100s, not str or bytes",
+                 Py_TYPE(item)->tp_name);
+    return NULL;
+}
+
+static PyObject *hex128_many(PyObject *module, PyObject *args) {
+    PyObject *items;
+    int lanes = 0;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "O!|i:hex128_many", &PyList_Type, &items, &lanes)) return NULL;
+    if (lanes == 0) lanes = WIDEST;
+    if (lanes != 1 && lanes != 4 && lanes != 8) {
+        return PyErr_Format(PyExc_ValueError, "hex128_many: lanes must be 0, 1, 4 or 8, not %d",
+                            lanes);
+    }
+    if (lanes > WIDEST) {
+        return PyErr_Format(PyExc_ValueError,
+                            "hex128_many: this processor runs at most %d lanes, not %d",
+                            WIDEST, lanes);
+    }
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    PyObject *result = PyList_New(n);
+    if (result == NULL) return NULL;
+    const uint8_t **data = PyMem_Malloc(sizeof(*data) * (size_t)(n ? n : 1));
+    size_t *len = PyMem_Malloc(sizeof(*len) * (size_t)(n ? n : 1));
+    Py_ssize_t *order = PyMem_Malloc(sizeof(*order) * (size_t)(n ? n : 1));
+    uint64_t (*words)[2] = PyMem_Malloc(sizeof(*words) * (size_t)(n ? n : 1));
+    if (data == NULL || len == NULL || order == NULL || words == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    /* The items' bytes (the list holds the items, so their data stays put) and, counted by
+     * number of blocks, the order that groups messages of the same length in blocks. */
+    Py_ssize_t count[MAX_GROUPED_BLOCKS + 2] = {0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t size;
+        const char *bytes = item_bytes(PyList_GET_ITEM(items, i), &size);
+        if (bytes == NULL) goto fail;
+        data[i] = (const uint8_t *)bytes;
+        len[i] = (size_t)size;
+        size_t blocks = size ? ((size_t)size + BLOCK - 1) / BLOCK : 1;
+        count[blocks <= MAX_GROUPED_BLOCKS ? blocks : MAX_GROUPED_BLOCKS + 1]++;
+    }
+    Py_ssize_t start[MAX_GROUPED_BLOCKS + 2];
+    Py_ssize_t at = 0;
+    for (int b = 0; b < MAX_GROUPED_BLOCKS + 2; b++) {
+        start[b] = at;
+        at += count[b];
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        size_t blocks = len[i] ? (len[i] + BLOCK - 1) / BLOCK : 1;
+        order[start[blocks <= MAX_GROUPED_BLOCKS ? blocks : MAX_GROUPED_BLOCKS + 1]++] = i;
+    }
+    /* Full groups of `lanes` messages of one block count through the vector code; what is
+     * left of each count, and every longer message, one at a time. */
+    Py_ssize_t pos = 0;
+    for (int b = 0; b < MAX_GROUPED_BLOCKS + 2; b++) {
+        Py_ssize_t end = pos + count[b];
+#ifdef HAVE_LANES
+        if (lanes > 1 && b >= 1 && b <= MAX_GROUPED_BLOCKS) {
+            const uint8_t *in[MAX_LANES];
+            size_t sizes[MAX_LANES];
+            uint64_t got[MAX_LANES][2];
+            for (; pos + lanes <= end; pos += lanes) {
+                for (int l = 0; l < lanes; l++) {
+                    in[l] = data[order[pos + l]];
+                    sizes[l] = len[order[pos + l]];
+                }
+                lanes_128(lanes, (size_t)b, in, sizes, got);
+                for (int l = 0; l < lanes; l++) {
+                    words[order[pos + l]][0] = got[l][0];
+                    words[order[pos + l]][1] = got[l][1];
+                }
+            }
+        }
+#endif
+        for (; pos < end; pos++) blake2b_128(data[order[pos]], len[order[pos]], words[order[pos]]);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *text = PyUnicode_New(2 * OUT_BYTES, 127);
+        if (text == NULL) goto fail;
+        write_hex(PyUnicode_1BYTE_DATA(text), words[i]);
+        PyList_SET_ITEM(result, i, text);
+    }
+    PyMem_Free(data);
+    PyMem_Free(len);
+    PyMem_Free(order);
+    PyMem_Free(words);
+    return result;
+fail:
+    PyMem_Free(data);
+    PyMem_Free(len);
+    PyMem_Free(order);
+    PyMem_Free(words);
+    Py_DECREF(result);
+    return NULL;
+}
+
+static PyObject *widest(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    return PyLong_FromLong(WIDEST);
 }
 
 static PyMethodDef methods[] = {
     {"hex128", hex128, METH_O,
      "hex128(data, /)\n--\n\nblake2b with a 16-byte digest of `data` (bytes, a bytes-like "
      "object, or a str as its UTF-8), as 32 lowercase hex digits."},
+    {"hex128_many", hex128_many, METH_VARARGS,
+     "hex128_many(items, lanes=0, /)\n--\n\n`hex128` of every item of a list (str or "
+     "bytes), as a list, several messages at a time in vector registers. `lanes`: 0 for the "
+     "widest the processor runs, else 1, 4 or 8 (a width it does not run is refused)."},
+    {"widest_lanes", widest, METH_NOARGS,
+     "widest_lanes()\n--\n\nThe lanes `hex128_many` uses by default: 8 (AVX-512), 4 (AVX2) or "
+     "1."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -183,5 +526,6 @@ PyMODINIT_FUNC PyInit__blake2b(void) {
         HEX_PAIRS[b][0] = HEX[b >> 4];
         HEX_PAIRS[b][1] = HEX[b & 0xf];
     }
+    WIDEST = widest_lanes();
     return PyModule_Create(&module_def);
 }

@@ -3,6 +3,10 @@
 A module of its own so that the compiled core (streaming.native) calls it as a C function; the
 contracts re-export it as `streaming.contracts.digest`.
 
+`digests` hashes a list at once: the compiled core hashes several messages side by side in
+vector registers (`hex128_many`), so a batch's texts hashed together cost a third of what one
+call each does (docs/performance.md, fortieth round).
+
 Two implementations give the same text (tests/test_hashing.py): the core's hand-written C
 (`streaming/_blake2b.c`, one call per digest) where the compiled set is in use, and hashlib's
 blake2b where the package runs as Python, so a pure run uses no C of the project's own."""
@@ -29,6 +33,19 @@ def _hashlib_hex128(raw: bytes | str) -> str:
 # Decided once, when the package's build is (streaming.native.select runs before this import).
 _HEX128: Final[Callable[[bytes | str], str]] = (
     native.hand_written("streaming._blake2b", "hex128") or _hashlib_hex128)
+
+
+def _hashlib_many(items: list[bytes | str]) -> list[str]:
+    return [_hashlib_hex128(raw) for raw in items]
+
+
+_HEX128_MANY: Final[Callable[[list[bytes | str]], list[str]]] = (
+    native.hand_written("streaming._blake2b", "hex128_many") or _hashlib_many)
+
+
+def digests(items: list[bytes | str]) -> list[str]:
+    """`digest` of every item, in order."""
+    return _HEX128_MANY(items)
 
 
 def digest(raw: bytes | str) -> str:

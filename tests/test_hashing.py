@@ -88,3 +88,48 @@ def test_a_pure_run_hashes_with_hashlib_alone():
     assert active == f"pure: {native.ENV_VAR}=off"
     assert (chosen, loaded) == ("_hashlib_hex128", False)
     assert text == _hashlib(b"riskstream")
+
+
+def _mixed_items(seed: int) -> list:
+    """Bytes around every block boundary up to ten blocks (past the longest grouped length),
+    the empty input, and texts with characters past ASCII: more of each block count than one
+    group of lanes holds, so both grouped and left-over messages are hashed."""
+    rng = random.Random(seed)
+    items: list = [b"", ""]
+    for blocks in range(1, 11):
+        for delta in (-1, 0, 1):
+            n = blocks * 128 + delta
+            items += [rng.randbytes(n) for _ in range(9)]
+    items += ["".join(chr(rng.randrange(32, 0x2FFF)) for _ in range(rng.randrange(200)))
+              for _ in range(40)]
+    rng.shuffle(items)
+    return items
+
+
+def test_many_at_once_in_every_width_this_processor_runs():
+    module = hand_written("streaming._blake2b")
+    items = _mixed_items(40)
+    want = [_hashlib(x.encode() if isinstance(x, str) else x) for x in items]
+    widths = [w for w in (1, 4, 8) if w <= module.widest_lanes()]
+    for lanes in [0, *widths]:
+        assert module.hex128_many(items, lanes) == want, lanes
+    assert module.hex128_many([]) == []
+    assert module.hex128_many(items[:3]) == want[:3]  # fewer than a group: one at a time
+
+
+def test_many_at_once_refuses_what_it_cannot_hash():
+    module = hand_written("streaming._blake2b")
+    with pytest.raises(TypeError, match="an item is int, not str or bytes"):
+        module.hex128_many([b"a", 7])
+    with pytest.raises(ValueError, match="lanes must be 0, 1, 4 or 8, not 3"):
+        module.hex128_many([b"a"], 3)
+    if module.widest_lanes() < 8:
+        with pytest.raises(ValueError, match="runs at most"):
+            module.hex128_many([b"a"], 8)
+    with pytest.raises(UnicodeEncodeError):
+        module.hex128_many(["ok", "\ud800"])
+
+
+def test_digests_is_digest_of_every_item():
+    items = _mixed_items(41)
+    assert hashing.digests(items) == [hashing.digest(x) for x in items]
