@@ -10,9 +10,10 @@ import orjson
 from blake3 import blake3
 from hypothesis import given, strategies as st
 
-from streaming.contracts import CONTRACTS
-from streaming.host.drive import (DIGEST_PREFIX, BatchTrace, digest_like, drive_batch,
-                                  lines_digest, range_lines, sha256_lines_digest)
+from streaming.contracts import CONTRACTS, InvalidRecord, decode
+from streaming.host.drive import (DECODE_AHEAD, DIGEST_PREFIX, BatchTrace, decode_chunk,
+                                  digest_like, drive_batch, lines_digest, range_lines,
+                                  sha256_lines_digest)
 from streaming.operators.base import Emit
 from streaming.sources.records import RawRecord
 from streaming.timeutil import NEG_INF, parse_utc_us
@@ -184,3 +185,29 @@ def test_a_replay_checks_each_entry_in_the_digest_form_it_was_written_in():
             verify_digests(entry, changed)
         verify_digests(entry, [r for r in raws if r.topic != PAYMENT or r.partition != 0]
                        + [r for r in raws if r.topic == PAYMENT and r.partition == 0])
+
+
+def test_records_decoded_ahead_carry_the_hashes_one_at_a_time_decoding_gives():
+    raws = _batch()
+    got = decode_chunk(raws, 0, len(raws), CONTRACTS)
+    assert [type(g).__name__ for g in got] == ["Record", "Record", "Record", "InvalidRecord",
+                                               "NoneType", "Record"]
+    for r, g in zip(raws, got, strict=True):
+        if isinstance(g, InvalidRecord) or g is None:
+            continue
+        one = decode(CONTRACTS[r.topic], r.line, r.partition, r.offset)
+        assert (g.id, g.payload_hash, g.payload_json) == (one.id, one.payload_hash,
+                                                          one.payload_json)
+        assert g.payload_hash == hashlib.blake2b(one.payload_json.encode(),
+                                                 digest_size=16).hexdigest()
+
+
+def test_a_batch_longer_than_the_decode_ahead_reaches_the_operator_whole_and_in_order():
+    raws = [raw(PAYMENT, 0, i, payment(f"p-{i}", "2026-10-06T10:00:00Z",
+                                       "2026-10-06T10:00:01Z"), "2026-10-06T10:00:01Z")
+            for i in range(2 * DECODE_AHEAD + 3)]
+    op, out = Recorder(), Emit()
+    trace = BatchTrace(NEG_INF)
+    drive_batch(raws, op, _wms(), CONTRACTS, out, {}, {}, trace, None, None, None)
+    assert [c[2] for c in op.calls if c[0] == "record"] == [f"p-{i}" for i in range(len(raws))]
+    assert trace.ranges["payments:0"] == [0, len(raws) - 1]

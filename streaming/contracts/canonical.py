@@ -130,10 +130,12 @@ def payload_roles(struct_fields: tuple[str, ...], ids: tuple[str, ...],
     return roles, order
 
 
-def decoded_record(c: DecodePlan, line: bytes, partition: int, offset: int) -> Record | None:
+def decoded_record(c: DecodePlan, line: bytes, partition: int, offset: int,
+                   hash_now: bool = True) -> Record | None:
     """The Record of a line the contract's C decoder accepts whole; None for any other line
     (the caller then judges it on the general path). Raises InvalidRecord for a record-level
-    defect."""
+    defect. Without `hash_now` the record's `payload_hash` is left empty for the caller to
+    take over its `payload_json` (with other records' at once: `hashing.digests`)."""
     try:
         struct = c.decoder.decode(line)
     except _DECODE_ERRORS:
@@ -141,11 +143,11 @@ def decoded_record(c: DecodePlan, line: bytes, partition: int, offset: int) -> R
         # does not have, and stops at the interpreter's recursion limit (about 1,000 levels,
         # below orjson's 1,024): the general reader then judges the line.
         return None
-    return record_of(c, struct, partition, offset, len(line))
+    return record_of(c, struct, partition, offset, len(line), hash_now)
 
 
 def record_of(c: DecodePlan, s: msgspec.Struct, partition: int, offset: int,
-              size: int) -> Record | None:
+              size: int, hash_now: bool = True) -> Record | None:
     """The Record of a struct the decoder accepted; None when an ID has a character outside
     the alphabet or an instant lies outside the UTC range (the caller then judges the object
     field by field). Raises InvalidRecord for a record-level defect."""
@@ -173,7 +175,7 @@ def record_of(c: DecodePlan, s: msgspec.Struct, partition: int, offset: int,
     return Record(c.topic, partition, offset, payload[c.id_field],
                   payload[revision_field] if revision_field else 1,
                   payload[c.key_field], event_us, arrival_us, payload,
-                  digest(text), size, times, text)
+                  digest(text) if hash_now else "", size, times, text)
 
 
 def py_payload_of(c: DecodePlan, s: msgspec.Struct

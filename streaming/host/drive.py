@@ -16,13 +16,14 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, cast
 
 from blake3 import blake3
 
 from ..contracts.canonical import decoded_record
 from ..contracts.core import Contract, decode, quarantine_text
 from ..contracts.record import InvalidRecord, Record
+from ..hashing import digests
 from ..operators.base import Emit, Quarantined
 from ..sources.raw import RawRecord
 from ..watermarks import InputWatermark
@@ -116,6 +117,44 @@ def range_lines(raws: list[RawRecord]) -> dict[str, list[bytes]]:
     return lines
 
 
+# Records decoded ahead of the operator, at most: enough that their content hashes go through
+# the vector lanes together (`hashing.digests`, 8 messages at a time), few enough that the
+# records are still in the processor's caches when the operator takes them (a batch decoded
+# whole, then driven, reads its records back cold: docs/performance.md, fortieth round).
+DECODE_AHEAD: Final = 256
+
+
+def decode_chunk(raws: list[RawRecord], start: int, end: int,
+                 contracts: dict[str, Contract]) -> list[Any]:
+    """`raws[start:end]` decoded: per raw its Record, or the InvalidRecord that refused it
+    (None for a raw the source judged faulty: the loop quarantines it). The records the C
+    decoder built are hashed together, after it."""
+    got: list[Any] = []
+    later: list[Record] = []
+    for j in range(start, end):
+        raw = raws[j]
+        if raw.fault is not None:
+            got.append(None)
+            continue
+        contract = contracts[raw.topic]
+        try:
+            # Straight from the line's bytes: the C decoder builds the record; only a line it
+            # refuses is judged by the general path (`decode`), to name the defect.
+            rec = decoded_record(contract.plan, raw.line, raw.partition, raw.offset, False)
+            if rec is None:
+                rec = decode(contract, raw.line, raw.partition, raw.offset)
+            else:
+                later.append(rec)
+            got.append(rec)
+        except InvalidRecord as exc:
+            got.append(exc)
+    if later:
+        hashes = digests([cast(str, r.payload_json) for r in later])
+        for k in range(len(later)):
+            later[k].payload_hash = hashes[k]
+    return got
+
+
 def drive_batch(raws: list[RawRecord], op: Any, wms: dict[str, InputWatermark],
                 contracts: dict[str, Contract], out: Emit, positions: dict[TP, int],
                 names: dict[TP, str], trace: BatchTrace, on_clock: Any,
@@ -147,7 +186,16 @@ def drive_batch(raws: list[RawRecord], op: Any, wms: dict[str, InputWatermark],
     pi = 0
     n_pending = 0 if pending is None else len(pending)
     i = 0
+    n_raws = len(raws)
+    chunk_start = 0
+    decoded: list[Any] = []
     for raw in raws:
+        if i == chunk_start + len(decoded):
+            # The next chunk's records, decoded and hashed ahead of the operator.
+            chunk_start = i
+            t_dec = perf()
+            decoded = decode_chunk(raws, i, min(n_raws, i + DECODE_AHEAD), contracts)
+            decode_s += perf() - t_dec
         off: int = raw.offset
         part: int = raw.partition
         topic: str = raw.topic
@@ -177,28 +225,20 @@ def drive_batch(raws: list[RawRecord], op: Any, wms: dict[str, InputWatermark],
         arrival: int = raw.arrival_us
         if arrival > clock:
             clock = arrival
-        t_rec = perf()
-        rec: Record | None = None
-        try:
-            fault = raw.fault
-            if fault is not None:
-                jumps = trace.jumps.get(tps)
-                if jumps is None:
-                    jumps = trace.jumps[tps] = []
-                jumps.append(off)
-                raise InvalidRecord(fault[0], fault[1])
-            # Straight from the line's bytes: the C decoder builds the record; only a line it
-            # refuses is judged by the general path (`decode`), to name the defect.
-            rec = decoded_record(contract.plan, line, part, off)
-            if rec is None:
-                rec = decode(contract, line, part, off)
-        except InvalidRecord as exc:
-            decode_s += perf() - t_rec
-            out.quarantine.append(Quarantined(topic, part, off, exc.reason, exc.detail,
+        got = decoded[i - chunk_start]
+        fault = raw.fault
+        if fault is not None:
+            jumps = trace.jumps.get(tps)
+            if jumps is None:
+                jumps = trace.jumps[tps] = []
+            jumps.append(off)
+            got = InvalidRecord(fault[0], fault[1])
+        if isinstance(got, InvalidRecord):
+            out.quarantine.append(Quarantined(topic, part, off, got.reason, got.detail,
                                               quarantine_text(line)))
             wm.touch(part, arrival)
         else:
-            decode_s += perf() - t_rec
+            rec: Record = got
             op.on_record(rec, out)
             if wm.observe(part, rec.event_us, arrival):
                 op.on_watermark(topic, wm.wm, out)
