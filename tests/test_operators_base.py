@@ -73,3 +73,24 @@ def test_bounded_texts_start_over_past_their_limit_and_keep_giving_the_same_text
     assert store.texts == {"d": "D"} and store.get("a") is None
     for v in ("merchant-1", 'q"t', "é€😀", "merchant-1"):
         assert json_recurring(v) == json_scalar(v)
+
+
+def test_a_fact_may_leave_its_hash_for_later_and_reads_the_same_hash():
+    import pytest
+
+    from streaming.hashing import digest
+    from streaming.operators.base import HASH_LATER, Fact, hash_facts
+
+    texts = ['{"a":1}', '{"a":2}', '{"b":"x"}']
+    later = [Fact(f"k{i}", "pair", f"l{i}", "current", None, HASH_LATER, None, t)
+             for i, t in enumerate(texts)]
+    now = [Fact(f"k{i}", "pair", f"l{i}", "current", None, digest(t), None, t)
+           for i, t in enumerate(texts)]
+    # Equal before and after: the hash follows from the text.
+    assert later == now
+    assert later[0].payload_hash == digest(texts[0])  # taken when first read
+    hash_facts(later)  # the rest, together
+    assert [f.hash_taken for f in later] == [digest(t) for t in texts]
+    assert later == now
+    with pytest.raises(ValueError, match="a hash left for later needs the payload's JSON"):
+        Fact("k", "pair", "l", "current", {"a": 1}, HASH_LATER)

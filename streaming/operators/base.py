@@ -10,6 +10,7 @@ import orjson
 
 from .. import native
 from ..contracts import Record, canonical_hash
+from ..hashing import digest, digests
 
 # Dispositions of a valid record; with `quarantined` they close the accounting:
 # read = accepted + duplicate + stale + quarantined + routed_to_repair
@@ -102,6 +103,11 @@ def json_recurring(value: str) -> str:
     return text if text is not None else _RECURRING.keep(value, json_scalar(value))
 
 
+# A fact built with this as its hash takes the hash of its canonical JSON later: when it is
+# first read, or together with the rest of its batch (`hash_facts`, which the sink's rows call).
+HASH_LATER: Final = ""
+
+
 @dataclass(slots=True, init=False)
 class Fact:
     """An immutable output fact. `payload` is the business content the hash is taken over;
@@ -109,15 +115,17 @@ class Fact:
 
     A fact built from its canonical JSON alone (the interval join assembles it from cached
     parts) leaves `payload_dict` empty: the sink stores the text, and the dict is decoded from
-    it only when something reads `payload` (a repair, a test). Equality ignores the dict, which
-    the text and the hash already determine."""
+    it only when something reads `payload` (a repair, a test). Such a fact may also leave its
+    hash to be taken later (`HASH_LATER`): a batch's facts are then hashed together, several
+    at a time, which costs a third of hashing each as it is made (docs/performance.md,
+    fortieth round). Equality ignores the dict and the hash, which the text determines."""
 
     fact_key: str
     kind: str
     logical_key: str
     status: str
     payload_dict: dict[str, Any] | None = field(compare=False)
-    payload_hash: str
+    hash_taken: str = field(compare=False, repr=False)  # the hash, or HASH_LATER
     predecessor_key: str | None
     payload_json: str | None  # canonical JSON of `payload`, when already computed
 
@@ -129,14 +137,24 @@ class Fact:
                  predecessor_key: str | None = None, payload_json: str | None = None) -> None:
         if payload_dict is None and payload_json is None:
             raise ValueError(f"fact {fact_key}: neither a payload nor its JSON")
+        if payload_hash == HASH_LATER and payload_json is None:
+            raise ValueError(f"fact {fact_key}: a hash left for later needs the payload's JSON")
         self.fact_key = fact_key
         self.kind = kind
         self.logical_key = logical_key
         self.status = status
         self.payload_dict = payload_dict
-        self.payload_hash = payload_hash
+        self.hash_taken = payload_hash
         self.predecessor_key = predecessor_key
         self.payload_json = payload_json
+
+    @property
+    def payload_hash(self) -> str:
+        """The content hash of the payload (of its canonical JSON)."""
+        h = self.hash_taken
+        if h == HASH_LATER:
+            h = self.hash_taken = digest(cast(str, self.payload_json))
+        return h
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -149,6 +167,15 @@ class Fact:
              predecessor_key: str | None = None) -> Fact:
         pjson, phash = canonical_hash(payload)
         return cls(fact_key, kind, logical_key, status, payload, phash, predecessor_key, pjson)
+
+
+def hash_facts(facts: list[Fact]) -> None:
+    """Take the hashes every fact of `facts` left for later (`HASH_LATER`), in one call."""
+    later = [f for f in facts if f.hash_taken == HASH_LATER]
+    if later:
+        hashes = digests([cast(str, f.payload_json) for f in later])
+        for k in range(len(later)):
+            later[k].hash_taken = hashes[k]
 
 
 @dataclass(slots=True)

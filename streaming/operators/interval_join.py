@@ -27,7 +27,8 @@ from ..hashing import digest
 from ..keys import compose, escape
 from ..state import KeyedSide, TimeQueue
 from ..timeutil import NEG_INF, POS_INF, US_PER_MIN, us_to_iso
-from .base import ACCEPTED, JSON_FILL, ROUTED, Emit, Fact, QueueEntry, json_scalar
+from .base import (ACCEPTED, HASH_LATER, JSON_FILL, ROUTED, Emit, Fact, QueueEntry,
+                   json_scalar)
 from .identity import CORRECTION, LIVE, REV, IdentityIndex, settle
 
 RULE_VERSION: Final = "ij-v1:-47m..+8m"
@@ -480,7 +481,7 @@ class IntervalJoin:
         pjson = f"{pp.pair_head}{pid}{pp.pair_mid}{sp.pair_tail}"
         out.facts.append(Fact(
             f"{pp.fact_key_head}{pid}|publish", "pair", f"{p.eid}|{s.eid}|{self._rule_eid}",
-            "current", None, digest(pjson), None, pjson))
+            "current", None, HASH_LATER, None, pjson))
         p.matches[s.id] = pid
         s.matches[p.id] = pid
         self.counters["pairs_published"] += 1
@@ -511,7 +512,7 @@ class IntervalJoin:
         n = len(p.matches)
         pjson = f"{pp.outcome_head}{n}{pp.outcome_mid}{_STATUS_TAIL[status]}"
         out.facts.append(Fact(f"{pp.outcome_key_head}{seq}", "outcome", p.id, status, None,
-                              digest(pjson), None, pjson))
+                              HASH_LATER, None, pjson))
 
     # ------------------------------------------------------------------ records
     def on_record(self, rec: Record, out: Emit) -> None:

@@ -17,7 +17,7 @@ import orjson
 from sqlalchemy import Select, Table, create_engine, event, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from ..operators.base import ARCHIVE_ROW
+from ..operators.base import ARCHIVE_ROW, hash_facts
 from ..redaction import connect_url
 from . import schema as S
 from . import tables as _tables  # noqa: F401  (registers pipeline tables)
@@ -296,7 +296,10 @@ def payload_text(f: Any) -> str:
 
 
 def fact_rows(facts: Iterable[Any]) -> list[FactRow]:
-    """Facts (an operator's `Fact`s) as the rows `write_facts` writes."""
+    """Facts (an operator's `Fact`s) as the rows `write_facts` writes. The hashes the facts
+    left for later are taken here, the batch's together (`hash_facts`)."""
+    facts = list(facts)
+    hash_facts(facts)
     return [(f.fact_key, f.kind, f.logical_key, f.status, f.payload_hash, payload_text(f),
              f.predecessor_key or NO_PREDECESSOR) for f in facts]
 
