@@ -455,3 +455,76 @@ def test_batch_work_mem_is_local_to_the_batch_transaction(pg_url):
         assert (inside, after) == (BATCH_WORK_MEM, server)
     finally:
         store.dispose()
+
+
+@settings(max_examples=25, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=_BATCHES)
+def test_postgresql_copies_a_batch_of_new_keys_and_stages_one_with_existing_keys(
+        pg_url, monkeypatch, batches):
+    # PostgreSQL COPYs a batch straight into the facts when every key is new, and otherwise
+    # rolls the COPY back and takes the staged path: either way the facts, the counts and the
+    # view are the contract's. Every batch is let try the COPY here (the store tries it from
+    # 64 facts on).
+    from streaming.store import ops
+    monkeypatch.setattr(ops, "_COPY_MIN_ROWS", 1)
+    tried: list[tuple[str, bool]] = []
+    copy = ops._copy_if_all_new
+
+    def spy(conn, table, cols, params):
+        done = copy(conn, table, cols, params)
+        tried.append((table, done))
+        return done
+
+    monkeypatch.setattr(ops, "_copy_if_all_new", spy)
+    pipeline = f"copy{next(_PIPELINES)}"
+    facts = [[pair_fact(f"k{k}", f"L{lk}", status, v=v) for k, lk, status, v in batch]
+             for batch in batches]
+    store = Store(pg_url)
+    try:
+        results = []
+        for batch in facts:
+            with store.engine.begin() as conn:
+                r = write_facts(conn, pipeline, fact_rows(batch), len(results) + 1)
+            results.append((r.written, r.noop, r.rejected_keys))
+        f = S.facts.c
+        rows = store.rows(select(f.fact_key, f.logical_key, f.status, f.payload, f.batch_seq)
+                          .where(f.pipeline == pipeline).order_by(f.id))
+        want_rows, want_results = _expected_facts(facts)
+        assert ([tuple(r.values()) for r in rows], results) == \
+            ([row[1:] for row in want_rows], want_results)
+        assert {r["logical_key"]: (r["fact_key"], r["status"], r["payload"], r["batch_seq"])
+                for r in store.current(pipeline, "pair")} == _expected_view(facts)
+        assert_view_references_its_facts(store)
+        # The COPY held exactly for the batches none of whose keys was stored before.
+        stored: set[str] = set()
+        all_new = []
+        for batch in facts:
+            keys = {x.fact_key for x in batch}
+            all_new.append(not keys & stored)
+            stored |= keys
+        assert [done for table, done in tried if table == "facts"] == all_new
+    finally:
+        store.dispose()
+
+
+def test_postgresql_copies_new_archive_rows_and_stages_rows_already_there(pg_url):
+    from streaming.operators.base import ARCHIVE_ROW
+    from streaming.store.ops import DO_NOTHING, _bulk_tuples
+
+    def rows(offsets):
+        return [("join", "payments", 0, o, f"p-{o}", 1, "m-1", o, o, '{"x":1}', "h",
+                 "accepted", 1) for o in offsets]
+
+    store = Store(pg_url)
+    try:
+        with store.engine.begin() as conn:
+            assert _bulk_tuples(conn, S.archive, ARCHIVE_ROW, rows(range(100)), DO_NOTHING) == 100
+        # A replayed batch: its rows are there already, and ten new ones follow them.
+        with store.engine.begin() as conn:
+            assert _bulk_tuples(conn, S.archive, ARCHIVE_ROW, rows(range(110)), DO_NOTHING) == 10
+        a = S.archive.c
+        assert [r["offset"] for r in store.rows(select(a.offset).order_by(a.offset))] == \
+            list(range(110))
+    finally:
+        store.dispose()

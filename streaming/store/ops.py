@@ -194,6 +194,37 @@ def _copy_stage(conn: Connection, like: str, cols: list[str], params: list[tuple
     return stage
 
 
+# PostgreSQL's error for a unique key a COPY met (SQLSTATE 23505), whichever driver raised it.
+_UNIQUE_VIOLATION = "23505"
+
+
+def _copy_if_all_new(conn: Connection, table: str, cols: tuple[str, ...] | list[str],
+                     params: Iterable[tuple]) -> bool:
+    """PostgreSQL: COPY the rows straight into `table`, under a savepoint; True when every row
+    was new. When one met a unique key the savepoint is rolled back (nothing of the COPY stays)
+    and False is returned: the caller then takes the staged path, which decides row by row.
+
+    Why: `INSERT ... SELECT ... ON CONFLICT` inserts each row speculatively (a probe of the
+    key, the row, then a check that no other transaction took the key meanwhile), and it reads
+    a stage the batch was first copied into. On the live path every row of a batch is new, so
+    one COPY into the table does the work once (docs/performance.md, fortieth round)."""
+    q = conn.dialect.identifier_preparer.quote
+    raw: Any = conn.connection.dbapi_connection  # psycopg's connection: COPY
+    with raw.cursor() as cur:
+        cur.execute("SAVEPOINT copy_if_all_new")
+        try:
+            with cur.copy(f"COPY {q(table)} ({', '.join(q(c) for c in cols)}) FROM STDIN") as cp:
+                for row in params:
+                    cp.write_row(row)
+        except Exception as exc:
+            if getattr(exc, "sqlstate", None) != _UNIQUE_VIOLATION:
+                raise
+            cur.execute("ROLLBACK TO SAVEPOINT copy_if_all_new")
+            return False
+        cur.execute("RELEASE SAVEPOINT copy_if_all_new")
+    return True
+
+
 def as_tuples(rows: list[dict]) -> tuple[tuple[str, ...], list[tuple]]:
     """Dict rows as (columns, one tuple per row): the form the drivers bind and a writer
     process is handed. A key missing from a row is NULL."""
@@ -219,6 +250,8 @@ def _bulk_tuples(conn: Connection, table: Table, cols: tuple[str, ...], params: 
     q = conn.dialect.identifier_preparer.quote
     collist = ", ".join(q(c) for c in cols)
     if conn.dialect.name == "postgresql" and len(params) >= _COPY_MIN_ROWS:
+        if conflict == DO_NOTHING and _copy_if_all_new(conn, table.name, cols, params):
+            return len(params)
         stage = _copy_stage(conn, table.name, list(cols), params)
         res = conn.exec_driver_sql(f"INSERT INTO {q(table.name)} ({collist}) "
                                    f"SELECT {collist} FROM {q(stage)} {conflict}")
@@ -235,11 +268,14 @@ def bulk_insert(conn: Connection, table: Table, rows: list[dict]) -> int:
     return _bulk(conn, table, rows, "") if rows else 0
 
 
+DO_NOTHING = "ON CONFLICT DO NOTHING"
+
+
 def insert_ignore(conn: Connection, table: Table, rows: list[dict]) -> int:
     """INSERT ... ON CONFLICT DO NOTHING on either dialect. Returns rows inserted."""
     if not rows:
         return 0
-    return _bulk(conn, table, rows, "ON CONFLICT DO NOTHING")
+    return _bulk(conn, table, rows, DO_NOTHING)
 
 
 def upsert(conn: Connection, table: Table, rows: list[dict], keys: list[str]) -> None:
@@ -485,6 +521,26 @@ def _sqlite_direct(conn: Connection, pipeline: str, ordered: list[FactRow],
     return None
 
 
+def _pg_direct(conn: Connection, pipeline: str, ordered: list[FactRow], batch_seq: int | None,
+               generation_id: str | None, created: str, with_view: bool) -> bool:
+    """PostgreSQL: the batch's facts COPYed straight into the table when every key is new
+    (`_copy_if_all_new`), and the view pointed at them; False, with nothing written, when some
+    key existed (the staged path then decides each fact) or the batch is too small to COPY.
+    The view statement finds the facts by their keys (the unique index), since a COPY returns
+    no ids. Drawing the ids from the sequence first, to name them instead, cost as much
+    (docs/performance.md, fortieth round)."""
+    if len(ordered) < _COPY_MIN_ROWS:
+        return False
+    rows = ((pipeline, *f[:_PRED], f[_PRED] or None, batch_seq, generation_id, created)
+            for f in ordered)
+    if not _copy_if_all_new(conn, "facts", _FACT_COLUMNS, rows):
+        return False
+    if with_view:
+        upsert_view_of_facts(conn, pipeline,
+                             [ordered[i][_KEY] for i in _last_per_logical_key(ordered)])
+    return True
+
+
 def write_facts(conn: Connection, pipeline: str, facts_in: list[FactRow],
                 batch_seq: int | None, generation_id: str | None = None) -> SinkResult:
     """The sink contract: a new key is written; an existing key with the same payload hash is a
@@ -492,11 +548,13 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list[FactRow],
     current view is derived in the same transaction from the newly written facts (a row names
     the last one per logical key by id; facts written for a generation leave it alone).
 
-    Set-based per batch: the facts are staged (COPY on PostgreSQL), one
+    A batch whose keys are all new (the live path) goes straight in: one executemany on
+    SQLite (`_sqlite_direct`), one COPY under a savepoint on PostgreSQL (`_pg_direct`). When
+    some key existed, set-based per batch: the facts are staged (COPY on PostgreSQL), one
     `INSERT ... SELECT ... ON CONFLICT DO NOTHING RETURNING fact_key, id` lets the unique index
-    decide and names the facts this batch wrote (SQLite first tries one executemany straight
-    into the table and takes the staged path only when some key existed); only then does one
-    join of the stage with the facts read the existing hashes back (by the unique key)."""
+    decide and names the facts this batch wrote (on SQLite, the new keys the direct insert
+    already wrote); only then does one join of the stage with the facts read the existing
+    hashes back (by the unique key)."""
     res = SinkResult()
     if not facts_in:
         return res
@@ -526,6 +584,9 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list[FactRow],
     written_above = (_sqlite_direct(conn, pipeline, ordered, batch_seq, generation_id, created,
                                     with_view) if sqlite else None)
     if sqlite and written_above is None:
+        res.written = len(ordered)
+    elif not sqlite and _pg_direct(conn, pipeline, ordered, batch_seq, generation_id, created,
+                                   with_view):
         res.written = len(ordered)
     else:
         _write_staged(conn, pipeline, ordered, batch_seq, generation_id, created, with_view,
@@ -707,8 +768,7 @@ class Store:
         with self.engine.begin() as conn:
             res = write_facts(conn, b.pipeline, b.facts, b.seq, b.generation_id)
             for table, cols, params in b.tables:
-                _bulk_tuples(conn, S.metadata.tables[table], cols, params,
-                             "ON CONFLICT DO NOTHING")
+                _bulk_tuples(conn, S.metadata.tables[table], cols, params, DO_NOTHING)
             if b.metrics is not None:
                 _upsert_tuples(conn, S.metrics, *b.metrics, ["pipeline", "seq"])
             if before_commit is not None:
