@@ -249,73 +249,48 @@ AVX512 static void compress8(__m512i h[8], const uint8_t *const blocks[8],
 
 #define MAX_LANES 8
 
-AVX2 static void lanes4_128(size_t blocks, const uint8_t *const in[4], const size_t len[4],
-                            uint64_t out[][2]) {
-    __m256i h[8];
-    uint8_t pad[4][BLOCK];
-    const uint8_t *at[4];
-    uint64_t counter[4], last[4];
-    for (int i = 0; i < 8; i++) h[i] = _mm256_set1_epi64x((long long)IV[i]);
-    h[0] = _mm256_xor_si256(h[0], _mm256_set1_epi64x(0x01010000LL ^ OUT_BYTES));
-    for (size_t b = 0; b + 1 < blocks; b++) {
-        for (int l = 0; l < 4; l++) {
-            at[l] = in[l] + b * BLOCK;
-            counter[l] = (b + 1) * BLOCK;
-            last[l] = 0;
-        }
-        compress4(h, at, counter, last);
+/* The digests of `N` messages of `blocks` blocks each, in `N` lanes of `VEC`: every block but
+ * the last compressed as it lies, the last (possibly the only one, and empty for empty input)
+ * zero-padded in a buffer of its own and flagged, as `blake2b_128` does one message. One
+ * definition for both widths; the vector type, its operations and its compression vary. */
+#define DEFINE_LANES_128(NAME, TARGET, N, VEC, SET1, XOR, STORE, COMPRESS)               \
+    TARGET static void NAME(size_t blocks, const uint8_t *const in[N], const size_t len[N], \
+                            uint64_t out[][2]) {                                           \
+        VEC h[8];                                                                          \
+        uint8_t pad[N][BLOCK];                                                             \
+        const uint8_t *at[N];                                                              \
+        uint64_t counter[N], last[N], w0[N], w1[N];                                        \
+        for (int i = 0; i < 8; i++) h[i] = SET1((long long)IV[i]);                         \
+        h[0] = XOR(h[0], SET1(0x01010000LL ^ OUT_BYTES));                                  \
+        for (size_t b = 0; b + 1 < blocks; b++) {                                          \
+            for (int l = 0; l < N; l++) {                                                  \
+                at[l] = in[l] + b * BLOCK;                                                 \
+                counter[l] = (b + 1) * BLOCK;                                              \
+                last[l] = 0;                                                               \
+            }                                                                              \
+            COMPRESS(h, at, counter, last);                                                \
+        }                                                                                  \
+        for (int l = 0; l < N; l++) {                                                      \
+            size_t off = (blocks - 1) * BLOCK;                                             \
+            memset(pad[l], 0, BLOCK);                                                      \
+            if (len[l] > off) memcpy(pad[l], in[l] + off, len[l] - off);                   \
+            at[l] = pad[l];                                                                \
+            counter[l] = len[l];                                                           \
+            last[l] = ~0ULL;                                                               \
+        }                                                                                  \
+        COMPRESS(h, at, counter, last);                                                    \
+        STORE((void *)w0, h[0]);                                                           \
+        STORE((void *)w1, h[1]);                                                           \
+        for (int l = 0; l < N; l++) {                                                      \
+            out[l][0] = w0[l];                                                             \
+            out[l][1] = w1[l];                                                             \
+        }                                                                                  \
     }
-    for (int l = 0; l < 4; l++) {
-        size_t off = (blocks - 1) * BLOCK;
-        memset(pad[l], 0, BLOCK);
-        if (len[l] > off) memcpy(pad[l], in[l] + off, len[l] - off);
-        at[l] = pad[l];
-        counter[l] = len[l];
-        last[l] = ~0ULL;
-    }
-    compress4(h, at, counter, last);
-    uint64_t w0[4], w1[4];
-    _mm256_storeu_si256((__m256i *)w0, h[0]);
-    _mm256_storeu_si256((__m256i *)w1, h[1]);
-    for (int l = 0; l < 4; l++) {
-        out[l][0] = w0[l];
-        out[l][1] = w1[l];
-    }
-}
 
-AVX512 static void lanes8_128(size_t blocks, const uint8_t *const in[8], const size_t len[8],
-                              uint64_t out[][2]) {
-    __m512i h[8];
-    uint8_t pad[8][BLOCK];
-    const uint8_t *at[8];
-    uint64_t counter[8], last[8];
-    for (int i = 0; i < 8; i++) h[i] = _mm512_set1_epi64((long long)IV[i]);
-    h[0] = _mm512_xor_si512(h[0], _mm512_set1_epi64(0x01010000LL ^ OUT_BYTES));
-    for (size_t b = 0; b + 1 < blocks; b++) {
-        for (int l = 0; l < 8; l++) {
-            at[l] = in[l] + b * BLOCK;
-            counter[l] = (b + 1) * BLOCK;
-            last[l] = 0;
-        }
-        compress8(h, at, counter, last);
-    }
-    for (int l = 0; l < 8; l++) {
-        size_t off = (blocks - 1) * BLOCK;
-        memset(pad[l], 0, BLOCK);
-        if (len[l] > off) memcpy(pad[l], in[l] + off, len[l] - off);
-        at[l] = pad[l];
-        counter[l] = len[l];
-        last[l] = ~0ULL;
-    }
-    compress8(h, at, counter, last);
-    uint64_t w0[8], w1[8];
-    _mm512_storeu_si512((void *)w0, h[0]);
-    _mm512_storeu_si512((void *)w1, h[1]);
-    for (int l = 0; l < 8; l++) {
-        out[l][0] = w0[l];
-        out[l][1] = w1[l];
-    }
-}
+DEFINE_LANES_128(lanes4_128, AVX2, 4, __m256i, _mm256_set1_epi64x, _mm256_xor_si256,
+                 _mm256_storeu_si256, compress4)
+DEFINE_LANES_128(lanes8_128, AVX512, 8, __m512i, _mm512_set1_epi64, _mm512_xor_si512,
+                 _mm512_storeu_si512, compress8)
 
 /* `lanes` messages of `blocks` blocks each (so `(blocks - 1) * BLOCK < len <= blocks * BLOCK`,
  * or an empty message for one block): their digests into out[l]. Each message's last block
