@@ -534,7 +534,7 @@ def _pg_direct(conn: Connection, pipeline: str, ordered: list[FactRow], batch_se
     # The batch's ids drawn first, in batch order: a COPY returns none, and the view names
     # its facts by id. The sequence is found once per statement: named per row,
     # `pg_get_serial_sequence` cost 2 microseconds a fact.
-    ids: list[int] = conn.exec_driver_sql(
+    ids: Any = conn.exec_driver_sql(
         "WITH s AS MATERIALIZED (SELECT pg_get_serial_sequence('facts', 'id')::regclass AS seq) "
         "SELECT array_agg(v ORDER BY v) FROM (SELECT nextval(s.seq) AS v FROM s "
         "CROSS JOIN generate_series(1, %s)) t", (len(ordered),)).scalar()
