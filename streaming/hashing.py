@@ -43,6 +43,13 @@ _HEX128_MANY: Final[Callable[[list[bytes | str]], list[str]]] = (
     native.hand_written("streaming._blake2b", "hex128_many") or _hashlib_many)
 
 
+def lanes() -> int:
+    """How many messages `digests` hashes side by side: 8 (AVX-512) or 4 (AVX2) in the
+    compiled core, as the processor allows; 1 otherwise (hashlib, one at a time)."""
+    widest = native.hand_written("streaming._blake2b", "widest_lanes")
+    return int(widest()) if widest is not None else 1
+
+
 def digests(items: list[bytes | str]) -> list[str]:
     """`digest` of every item, in order."""
     return _HEX128_MANY(items)

@@ -12,6 +12,7 @@ import pytest
 
 from riskstream_tools.benchmarks import catalog
 from riskstream_tools.benchmarks.scenarios import SCENARIOS
+from streaming import hashing
 from streaming.store.sqlite_driver import dbapi, describe
 
 from .conftest import PG_ADMIN_DSN, need_service
@@ -37,6 +38,7 @@ def test_bench_every_scenario_agrees_with_its_reference(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     results = {r["scenario"]: r for r in doc["scenarios"]}
+    assert doc["machine"]["hash_lanes"] == hashing.lanes() in (1, 4, 8)
     # Without --only or --all, the hot-path scenarios run.
     assert sorted(results) == sorted(SCENARIOS) == sorted(catalog.DEFAULT)
     for name, r in results.items():

@@ -133,3 +133,11 @@ def test_many_at_once_refuses_what_it_cannot_hash():
 def test_digests_is_digest_of_every_item():
     items = _mixed_items(41)
     assert hashing.digests(items) == [hashing.digest(x) for x in items]
+
+
+def test_lanes_is_the_compiled_cores_width_or_one():
+    if native.active == "compiled":
+        widest = importlib.import_module("streaming._blake2b").widest_lanes()
+        assert hashing.lanes() == widest in (1, 4, 8)
+    else:
+        assert hashing.lanes() == 1

@@ -12,6 +12,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from streaming import hashing
+
 from ..benchmarks import catalog
 from ..benchmarks import scenarios as sc
 
@@ -83,7 +85,9 @@ def bench(only: tuple[str, ...], run_all: bool, events: int, json_path: str,
     results = catalog.run(names, events, workdir)
     doc = {"started": started, "events": events,
            "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                       "cpus": os.cpu_count()},
+                       "cpus": os.cpu_count(),
+                       # The content hash's vector width on this processor (fortieth round).
+                       "hash_lanes": hashing.lanes()},
            "scenarios": results}
     os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
     with open(json_path, "w") as fh:
