@@ -118,7 +118,8 @@ class Fact:
     it only when something reads `payload` (a repair, a test). Such a fact may also leave its
     hash to be taken later (`HASH_LATER`): a batch's facts are then hashed together, several
     at a time, which costs a third of hashing each as it is made (docs/performance.md,
-    fortieth round). Equality ignores the dict and the hash, which the text determines."""
+    fortieth round). Equality ignores the dict and the hash: every fact the operators and
+    `make` build carries its text, which determines both."""
 
     fact_key: str
     kind: str
