@@ -182,7 +182,6 @@ def drive_batch(raws: list[RawRecord], op: Any, wms: dict[str, InputWatermark],
     tp: TP = ("", -1)
     tps = ""
     wm: InputWatermark | None = None
-    contract: Contract | None = None
     pi = 0
     n_pending = 0 if pending is None else len(pending)
     i = 0
@@ -215,8 +214,7 @@ def drive_batch(raws: list[RawRecord], op: Any, wms: dict[str, InputWatermark],
             rng = got_rng
             run_lines = lines[tps]
             wm = wms[topic]
-            contract = contracts[topic]
-        assert wm is not None and contract is not None
+        assert wm is not None
         run[1] += 1
         rng[1] = off
         positions[tp] = off + 1

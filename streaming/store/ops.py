@@ -186,12 +186,18 @@ def _copy_stage(conn: Connection, like: str, cols: list[str], params: list[tuple
     conn.exec_driver_sql(f"CREATE TEMP TABLE IF NOT EXISTS {q(stage)} ON COMMIT DELETE ROWS "
                          f"AS SELECT {collist} FROM {q(like)} WITH NO DATA")
     conn.exec_driver_sql(f"DELETE FROM {q(stage)}")
-    raw: Any = conn.connection.dbapi_connection  # psycopg's connection: COPY
-    with raw.cursor() as cur:
-        with cur.copy(f"COPY {q(stage)} ({', '.join(q(c) for c in cols)}) FROM STDIN") as cp:
-            for row in params:
-                cp.write_row(row)
+    _copy_rows(conn, f"{q(stage)} ({collist})", params)
     return stage
+
+
+def _copy_rows(conn: Connection, target: str, rows: Iterable[tuple]) -> None:
+    """PostgreSQL: COPY `rows` into `target` ("table (columns)", quoted as needed), through
+    psycopg's own connection (SQLAlchemy has no COPY)."""
+    raw: Any = conn.connection.dbapi_connection
+    with raw.cursor() as cur:
+        with cur.copy(f"COPY {target} FROM STDIN") as cp:
+            for row in rows:
+                cp.write_row(row)
 
 
 # PostgreSQL's error for a unique key a COPY met (SQLSTATE 23505), whichever driver raised it.
@@ -209,13 +215,11 @@ def _copy_if_all_new(conn: Connection, table: str, cols: tuple[str, ...] | list[
     a stage the batch was first copied into. On the live path every row of a batch is new, so
     one COPY into the table does the work once (docs/performance.md, fortieth round)."""
     q = conn.dialect.identifier_preparer.quote
-    raw: Any = conn.connection.dbapi_connection  # psycopg's connection: COPY
+    raw: Any = conn.connection.dbapi_connection  # the savepoint on psycopg's connection too
     with raw.cursor() as cur:
         cur.execute("SAVEPOINT copy_if_all_new")
         try:
-            with cur.copy(f"COPY {q(table)} ({', '.join(q(c) for c in cols)}) FROM STDIN") as cp:
-                for row in params:
-                    cp.write_row(row)
+            _copy_rows(conn, f"{q(table)} ({', '.join(q(c) for c in cols)})", params)
         except Exception as exc:
             if getattr(exc, "sqlstate", None) != _UNIQUE_VIOLATION:
                 raise
@@ -397,11 +401,7 @@ def _stage_facts(conn: Connection, rows: list[tuple]) -> None:
             "payload_hash text, payload text, predecessor_key text, batch_seq bigint, "
             "generation_id text, created_at text) ON COMMIT DELETE ROWS")
         conn.exec_driver_sql(f"DELETE FROM {_STAGE}")
-        raw: Any = conn.connection.dbapi_connection  # psycopg's connection: COPY
-        with raw.cursor() as cur:
-            with cur.copy(f"COPY {_STAGE} (ord, {cols}) FROM STDIN") as copy:
-                for i, r in enumerate(rows):
-                    copy.write_row((i, *r))
+        _copy_rows(conn, f"{_STAGE} (ord, {cols})", ((i, *r) for i, r in enumerate(rows)))
         return
     conn.exec_driver_sql(
         f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (ord INTEGER, pipeline TEXT, fact_key TEXT, "
