@@ -89,6 +89,17 @@ def test_current_view_follows_fact_order_within_a_batch(store_url):
     store.dispose()
 
 
+@given(keys=st.lists(st.tuples(st.sampled_from(["pair", "outcome"]),
+                                st.sampled_from(["L1", "L2", "L3", "L4"])), max_size=30))
+def test_last_fact_per_logical_key_and_the_facts_it_supersedes(keys):
+    from streaming.store.ops import _last_per_logical_key, _superseded_in_batch
+    rows = [(f"k{i}", kind, logical, "current", "h", "{}", "") for i, (kind, logical)
+            in enumerate(keys)]
+    last = [i for i, k in enumerate(keys) if k not in keys[i + 1:]]
+    assert _last_per_logical_key(rows) == last
+    assert sorted(_superseded_in_batch(rows)) == [i for i in range(len(keys)) if i not in last]
+
+
 def test_payload_hash_ignores_arrival_time():
     from streaming.contracts import PAYMENT, validate
     base = {"payment_id": "p", "revision": 1, "merchant_id": "m", "account_id": "a",
@@ -433,6 +444,40 @@ def test_checkpoint_statistics_keep_the_read_back_on_the_unique_index(pg_url):
             conn.exec_driver_sql("ANALYZE fact_stage")  # as the sink does before reading back
             plan = " ".join(r[0] for r in conn.exec_driver_sql(f"EXPLAIN {READ_BACK}"))
         assert "uq_facts_key" in plan and "Seq Scan on facts" not in plan
+    finally:
+        store.dispose()
+
+
+def test_checkpoint_analyses_again_only_once_the_facts_grew_by_half(pg_url):
+    from streaming.store.ops import ANALYZE_GROWTH
+    assert ANALYZE_GROWTH == 1.5  # the sizes below are chosen around it
+    store = Store(pg_url)
+
+    def counted() -> dict:
+        with store.engine.connect() as conn:
+            return dict(conn.exec_driver_sql(
+                "SELECT relname, reltuples FROM pg_class WHERE relname IN "
+                "('facts', 'current_view')").all())
+
+    def write(b: int, n: int) -> None:
+        with store.engine.begin() as conn:
+            write_facts(conn, "join", [fact(f"k{b}-{i}", f"L{b}-{i}", "current", v=i, b=b)
+                                       for i in range(n)], b + 1)
+
+    try:
+        with store.engine.begin() as conn:  # only the checkpoint's ANALYZE, never the daemon's
+            for t in ("facts", "current_view"):
+                conn.exec_driver_sql(f"ALTER TABLE {t} SET (autovacuum_enabled = false)")
+        assert counted() == {"facts": -1, "current_view": -1}  # never analysed
+        write(0, 4000)
+        store.write_checkpoint(_checkpoint_row(1))
+        assert counted() == {"facts": 4000, "current_view": 4000}
+        write(1, 2000)  # 6,000 facts: not past 1.5 x 4,000
+        store.write_checkpoint(_checkpoint_row(2))
+        assert counted() == {"facts": 4000, "current_view": 4000}
+        write(2, 1)  # 6,001: past it
+        store.write_checkpoint(_checkpoint_row(3))
+        assert counted() == {"facts": 6001, "current_view": 6001}
     finally:
         store.dispose()
 

@@ -319,6 +319,8 @@ FACT_ROW = ("fact_key", "kind", "logical_key", "status", "payload_hash", "payloa
 FactRow = tuple  # tuple[str, str, str, str, str, str, str], in FACT_ROW order
 _KEY, _KIND, _LOGICAL, _STATUS, _HASH, _PAYLOAD, _PRED = range(len(FACT_ROW))
 _FACT_KEY = itemgetter(_KEY)
+# What the current view is keyed by within a pipeline.
+_VIEW_IDENTITY = itemgetter(_KIND, _LOGICAL)
 NO_PREDECESSOR = ""
 
 
@@ -457,9 +459,22 @@ def current_with_payload() -> Select:
             .select_from(S.current_view.join(S.facts, f.id == v.fact_id)))
 
 
+def _last_per_logical_key(facts: list) -> list[int]:
+    """Positions of the last fact of each (kind, logical key), in batch order: the current
+    view keeps that one. The dictionary is built in one C pass (a later position of a key
+    replaces the earlier one); a loop in Python over the batch cost the writer process twice
+    as long (docs/performance.md, forty-first round)."""
+    last = dict(zip(map(_VIEW_IDENTITY, facts), range(len(facts)), strict=True))
+    positions = list(last.values())
+    if len(positions) != len(facts):
+        positions.sort()  # a key met again kept its first place in the dictionary
+    return positions
+
+
 def _superseded_in_batch(facts: list) -> list[int]:
-    """Positions of facts another fact of the same (kind, logical key) follows in the batch:
-    the current view keeps the last one of each key."""
+    """Positions of facts another fact of the same (kind, logical key) follows in the batch.
+    (A loop: built from `_last_per_logical_key`'s dictionary instead, with C iterators, it
+    took two thirds longer, the batch's keys hashed twice.)"""
     last: dict[tuple[str, str], int] = {}
     superseded: list[int] = []
     for i, f in enumerate(facts):
@@ -469,12 +484,6 @@ def _superseded_in_batch(facts: list) -> list[int]:
             superseded.append(j)
         last[k] = i
     return superseded
-
-
-def _last_per_logical_key(facts: list) -> list[int]:
-    """Positions of the last fact of each (kind, logical key), in batch order."""
-    skip = set(_superseded_in_batch(facts))
-    return [i for i in range(len(facts)) if i not in skip]
 
 
 def _sqlite_direct(conn: Connection, pipeline: str, ordered: list[FactRow],
@@ -543,10 +552,18 @@ def _pg_direct(conn: Connection, pipeline: str, ordered: list[FactRow], batch_se
     if not _copy_if_all_new(conn, "facts", ("id", *_FACT_COLUMNS), rows):
         return False
     if with_view:
-        view_ids = [ids[i] for i in _last_per_logical_key(ordered)]
-        conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id = ANY(%s::integer[]) "
-                             f"{_VIEW_CONFLICT}", (view_ids,))
+        _pg_view_of_ids(conn, [ids[i] for i in _last_per_logical_key(ordered)])
     return True
+
+
+def _pg_view_of_ids(conn: Connection, ids: list[int]) -> None:
+    """PostgreSQL: point the current view at the facts with these ids (at most one per logical
+    key), in one statement probing the facts' primary key. The ids go as one array literal
+    (`{1,2,3}`) cast on the server: handed a list, the driver's list dumper checks each
+    element's text with a pattern, 1.4 s of the writer process's CPU over a 1,000,000-event
+    join run (docs/performance.md, forty-first round)."""
+    conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id = ANY(%s::integer[]) "
+                         f"{_VIEW_CONFLICT}", ("{" + ",".join(map(str, ids)) + "}",))
 
 
 def write_facts(conn: Connection, pipeline: str, facts_in: list[FactRow],
@@ -663,8 +680,7 @@ def _write_staged(conn: Connection, pipeline: str, ordered: list[FactRow],
         ids = [written[ordered[new[j]][_KEY]]
                for j in _last_per_logical_key([ordered[i] for i in new])]
         if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id = ANY(%s::integer[]) "
-                                 f"{_VIEW_CONFLICT}", (ids,))
+            _pg_view_of_ids(conn, ids)
         else:
             for part in _sqlite_view_chunks(ids):
                 conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id IN "
@@ -685,6 +701,27 @@ ANALYZE_KEY_COLUMNS = (f"ANALYZE facts ({', '.join(_FACT_KEY_COLUMNS)}), "
 # have a handful of values (pipeline, kind, status) or are unique keys the unique index already
 # describes, so a 9,000-row sample estimates them as well and reads a third of the pages.
 ANALYZE_STATISTICS_TARGET = 30
+
+# PostgreSQL: the facts are analysed again once they number this many times the rows the
+# last analysis counted. The plans that need statistics (the read-back join probing the unique
+# key) go wrong on a table the planner takes for empty or tiny, not on one a half larger than
+# it knows; analysing after every checkpoint cost 2.1 s of a 1,000,000-event join run's 43 s of
+# commits (docs/performance.md, fortieth and forty-first rounds).
+ANALYZE_GROWTH = 1.5
+
+
+def _statistics_stale(conn: Connection) -> bool:
+    """PostgreSQL: whether the facts were never analysed, or have grown past `ANALYZE_GROWTH`
+    times the rows their last analysis (or vacuum) counted. The facts' largest id stands for
+    their number: ids are never reused, so it can only overstate it (an id a rolled-back
+    batch drew), which analyses sooner, never later. The view grows with the facts and is
+    analysed with them."""
+    row: Any = conn.exec_driver_sql(
+        "SELECT c.reltuples, coalesce((SELECT max(id) FROM facts), 0) FROM pg_class c "
+        "WHERE c.oid = 'facts'::regclass").one()
+    counted, largest = float(row[0]), int(row[1])
+    return counted < 0 or largest > ANALYZE_GROWTH * counted
+
 
 # PostgreSQL: memory for the batch transaction's sorts and hashes (the stage ordered by
 # position, the read-back join), so they stay in memory instead of spilling to temporary
@@ -808,9 +845,11 @@ class Store:
             # table the planner misjudges the read-back join and scans every row instead of
             # probing the unique index (observed as a 25x slower run on a filled store).
             with self.engine.begin() as conn:
-                conn.exec_driver_sql("SELECT set_config('default_statistics_target', %s, true)",
-                                     (str(ANALYZE_STATISTICS_TARGET),))
-                conn.exec_driver_sql(ANALYZE_KEY_COLUMNS)
+                if _statistics_stale(conn):
+                    conn.exec_driver_sql(
+                        "SELECT set_config('default_statistics_target', %s, true)",
+                        (str(ANALYZE_STATISTICS_TARGET),))
+                    conn.exec_driver_sql(ANALYZE_KEY_COLUMNS)
 
     def start_run(self, pipeline: str, settings: dict) -> int:
         with self.engine.begin() as conn:
