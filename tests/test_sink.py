@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from streaming.hashing import digest
 from streaming.operators.base import Fact
 from streaming.store import schema as S
 from streaming.store.ops import Store, fact_rows, upsert_view_of_facts, write_facts
@@ -504,13 +505,14 @@ def test_batch_work_mem_is_local_to_the_batch_transaction(pg_url):
 
 @settings(max_examples=25, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(batches=_BATCHES)
+@given(batches=_BATCHES, hinted=st.booleans())
 def test_postgresql_copies_a_batch_of_new_keys_and_stages_one_with_existing_keys(
-        pg_url, monkeypatch, batches):
+        pg_url, monkeypatch, batches, hinted):
     # PostgreSQL COPYs a batch straight into the facts when every key is new, and otherwise
     # rolls the COPY back and takes the staged path: either way the facts, the counts and the
     # view are the contract's. Every batch is let try the COPY here (the store tries it from
-    # 64 facts on).
+    # 64 facts on). `hinted`: the view rows are tried as plain inserts first, every other
+    # batch after a miss (ViewInserts), which must leave the same view.
     from streaming.store import ops
     monkeypatch.setattr(ops, "_COPY_MIN_ROWS", 1)
     tried: list[tuple[str, bool]] = []
@@ -525,12 +527,14 @@ def test_postgresql_copies_a_batch_of_new_keys_and_stages_one_with_existing_keys
     pipeline = f"copy{next(_PIPELINES)}"
     facts = [[pair_fact(f"k{k}", f"L{lk}", status, v=v) for k, lk, status, v in batch]
              for batch in batches]
+    hints = ops.ViewInserts(retry_after=1) if hinted else None
     store = Store(pg_url)
     try:
         results = []
         for batch in facts:
             with store.engine.begin() as conn:
-                r = write_facts(conn, pipeline, fact_rows(batch), len(results) + 1)
+                r = write_facts(conn, pipeline, fact_rows(batch), len(results) + 1,
+                                view_inserts=hints)
             results.append((r.written, r.noop, r.rejected_keys))
         f = S.facts.c
         rows = store.rows(select(f.fact_key, f.logical_key, f.status, f.payload, f.batch_seq)
@@ -549,6 +553,66 @@ def test_postgresql_copies_a_batch_of_new_keys_and_stages_one_with_existing_keys
             all_new.append(not keys & stored)
             stored |= keys
         assert [done for table, done in tried if table == "facts"] == all_new
+    finally:
+        store.dispose()
+
+
+def test_postgresql_view_rows_of_new_keys_go_in_as_plain_inserts(pg_url, monkeypatch):
+    # A kind whose view rows were all new keys is tried as a plain insert again; one that met
+    # an existing key is upserted for `retry_after` batches, then tried again. A plain insert
+    # that meets a key is rolled back and upserted. The view ends the same either way.
+    from streaming.store import ops
+    monkeypatch.setattr(ops, "_COPY_MIN_ROWS", 1)
+    plain: list[list[int]] = []
+    view_of_ids = ops._pg_view_of_ids
+
+    def spy(conn, ids, upsert=True):
+        if not upsert:
+            plain.append(sorted(ids))
+        view_of_ids(conn, ids, upsert)
+
+    monkeypatch.setattr(ops, "_pg_view_of_ids", spy)
+
+    def row(key: str, kind: str, logical: str, status: str) -> tuple:
+        payload = f'{{"k":"{key}"}}'
+        return (key, kind, logical, status, digest(payload), payload, "")
+
+    hints = ops.ViewInserts(retry_after=2)
+    batches = [
+        [row("p1", "pair", "A", "current"), row("p2", "pair", "B", "current"),
+         row("o1", "outcome", "X", "provisional")],
+        [row("p3", "pair", "C", "current"), row("o2", "outcome", "X", "final")],  # X exists
+        [row("p4", "pair", "D", "current"), row("o3", "outcome", "Y", "provisional")],
+        [row("p5", "pair", "A", "retired"), row("o4", "outcome", "Z", "provisional")],  # A exists
+        [row("p6", "pair", "E", "current"), row("o5", "outcome", "Y", "final")],
+    ]
+    store = Store(pg_url)
+    try:
+        tried = []
+        for seq, batch in enumerate(batches, 1):
+            plain.clear()
+            with store.engine.begin() as conn:
+                r = write_facts(conn, "hinted", batch, seq, view_inserts=hints)
+            assert r.written == len(batch)
+            by_id = {x["id"]: x["fact_key"] for x in store.rows(
+                select(S.facts.c.fact_key, S.facts.c.id).where(S.facts.c.pipeline == "hinted"))}
+            tried.append([[by_id[i] for i in attempt] for attempt in plain])
+        assert tried == [
+            [["p1", "p2"], ["o1"]],  # both kinds new: tried
+            [["p3"], ["o2"]],  # the outcome attempt meets X: rolled back, upserted
+            [["p4"]],  # outcomes upserted (1 of 2 batches)
+            [["p5"]],  # the pair attempt meets A; outcomes upserted (2 of 2)
+            [["o5"]],  # pairs upserted now; outcomes tried again (and meet Y)
+        ]
+        view = {(r["kind"], r["logical_key"]): (r["fact_key"], r["status"])
+                for r in store.rows(select(S.current_view).where(
+                    S.current_view.c.pipeline == "hinted"))}
+        assert view == {("pair", "A"): ("p5", "retired"), ("pair", "B"): ("p2", "current"),
+                        ("pair", "C"): ("p3", "current"), ("pair", "D"): ("p4", "current"),
+                        ("pair", "E"): ("p6", "current"),
+                        ("outcome", "X"): ("o2", "final"), ("outcome", "Y"): ("o5", "final"),
+                        ("outcome", "Z"): ("o4", "provisional")}
+        assert_view_references_its_facts(store)
     finally:
         store.dispose()
 

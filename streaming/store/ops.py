@@ -10,6 +10,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from operator import itemgetter
 from typing import Any
 
@@ -204,6 +205,23 @@ def _copy_rows(conn: Connection, target: str, rows: Iterable[tuple]) -> None:
 _UNIQUE_VIOLATION = "23505"
 
 
+def _all_new(conn: Connection, write: Callable[[], object]) -> bool:
+    """PostgreSQL: run `write` under a savepoint; True when it wrote, False (with nothing of it
+    left) when a row met a unique key (SQLSTATE 23505). Any other error propagates."""
+    raw: Any = conn.connection.dbapi_connection  # the savepoint on psycopg's connection too
+    with raw.cursor() as cur:
+        cur.execute("SAVEPOINT all_new")
+        try:
+            write()
+        except Exception as exc:
+            if getattr(exc, "sqlstate", None) != _UNIQUE_VIOLATION:
+                raise
+            cur.execute("ROLLBACK TO SAVEPOINT all_new")
+            return False
+        cur.execute("RELEASE SAVEPOINT all_new")
+    return True
+
+
 def _copy_if_all_new(conn: Connection, table: str, cols: tuple[str, ...] | list[str],
                      params: Iterable[tuple]) -> bool:
     """PostgreSQL: COPY the rows straight into `table`, under a savepoint; True when every row
@@ -215,18 +233,8 @@ def _copy_if_all_new(conn: Connection, table: str, cols: tuple[str, ...] | list[
     a stage the batch was first copied into. On the live path every row of a batch is new, so
     one COPY into the table does the work once (docs/performance.md, fortieth round)."""
     q = conn.dialect.identifier_preparer.quote
-    raw: Any = conn.connection.dbapi_connection  # the savepoint on psycopg's connection too
-    with raw.cursor() as cur:
-        cur.execute("SAVEPOINT copy_if_all_new")
-        try:
-            _copy_rows(conn, f"{q(table)} ({', '.join(q(c) for c in cols)})", params)
-        except Exception as exc:
-            if getattr(exc, "sqlstate", None) != _UNIQUE_VIOLATION:
-                raise
-            cur.execute("ROLLBACK TO SAVEPOINT copy_if_all_new")
-            return False
-        cur.execute("RELEASE SAVEPOINT copy_if_all_new")
-    return True
+    target = f"{q(table)} ({', '.join(q(c) for c in cols)})"
+    return _all_new(conn, lambda: _copy_rows(conn, target, params))
 
 
 def as_tuples(rows: list[dict]) -> tuple[tuple[str, ...], list[tuple]]:
@@ -531,7 +539,8 @@ def _sqlite_direct(conn: Connection, pipeline: str, ordered: list[FactRow],
 
 
 def _pg_direct(conn: Connection, pipeline: str, ordered: list[FactRow], batch_seq: int | None,
-               generation_id: str | None, created: str, with_view: bool) -> bool:
+               generation_id: str | None, created: str, with_view: bool,
+               hints: ViewInserts | None) -> bool:
     """PostgreSQL: the batch's facts COPYed straight into the table when every key is new
     (`_copy_if_all_new`), and the view pointed at them; False, with nothing written, when some
     key existed (the staged path then decides each fact) or the batch is too small to COPY.
@@ -552,22 +561,81 @@ def _pg_direct(conn: Connection, pipeline: str, ordered: list[FactRow], batch_se
     if not _copy_if_all_new(conn, "facts", ("id", *_FACT_COLUMNS), rows):
         return False
     if with_view:
-        _pg_view_of_ids(conn, [ids[i] for i in _last_per_logical_key(ordered)])
+        _pg_view_of_batch(conn, pipeline, ordered, ids, hints)
     return True
 
 
-def _pg_view_of_ids(conn: Connection, ids: list[int]) -> None:
+class ViewInserts:
+    """PostgreSQL: which kinds of a pipeline's facts lately took only new logical keys in the
+    current view. Their view rows are first tried as a plain INSERT under a savepoint, which
+    skips the upsert's speculative insertion (a serial 1,000,000-event join run's view
+    statements took 15.2 s instead of 20.3; docs/performance.md, forty-first round); a row
+    meeting an existing key rolls the attempt back, and the upsert then writes them, as it
+    would have anyway. So this only ever chooses the cheaper statement: the view is the same
+    either way. A kind whose attempt met a key is upserted for the next `retry_after` batches
+    before it is tried again (a join's outcomes replace their provisional rows: always some
+    existing keys; its pairs: new ones, unless corrections retire them).
+
+    One per `Store`: the writer process's store carries it from batch to batch."""
+
+    def __init__(self, retry_after: int = 16) -> None:
+        self.retry_after = retry_after
+        self._upserts_left: dict[tuple[str, str], int] = {}
+
+    def worth_trying(self, pipeline: str, kind: str) -> bool:
+        left = self._upserts_left.get((pipeline, kind), 0)
+        if left:
+            self._upserts_left[(pipeline, kind)] = left - 1
+        return not left
+
+    def met_existing(self, pipeline: str, kind: str) -> None:
+        self._upserts_left[(pipeline, kind)] = self.retry_after
+
+
+def _pg_view_of_ids(conn: Connection, ids: list[int], upsert: bool = True) -> None:
     """PostgreSQL: point the current view at the facts with these ids (at most one per logical
-    key), in one statement probing the facts' primary key. The ids go as one array literal
-    (`{1,2,3}`) cast on the server: handed a list, the driver's list dumper checks each
-    element's text with a pattern, 1.4 s of the writer process's CPU over a 1,000,000-event
-    join run (docs/performance.md, forty-first round)."""
-    conn.exec_driver_sql(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id = ANY(%s::integer[]) "
-                         f"{_VIEW_CONFLICT}", ("{" + ",".join(map(str, ids)) + "}",))
+    key), in one statement probing the facts' primary key; `upsert` False for a plain insert
+    (rows that must all be new). The ids go as one array literal (`{1,2,3}`) cast on the
+    server: handed a list, the driver's list dumper checks each element's text with a
+    pattern, 1.4 s of the writer process's CPU over a 1,000,000-event join run
+    (docs/performance.md, forty-first round). On psycopg's own connection, as the COPYs and
+    their savepoints are, so a unique violation reaches `_all_new` as the driver raised it."""
+    raw: Any = conn.connection.dbapi_connection  # as `_all_new` runs its savepoint
+    with raw.cursor() as cur:
+        cur.execute(f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id = ANY(%s::integer[]) "
+                    f"{_VIEW_CONFLICT if upsert else ''}", ("{" + ",".join(map(str, ids)) + "}",))
+
+
+def _pg_view_of_batch(conn: Connection, pipeline: str, ordered: list[FactRow], ids: list[int],
+                      hints: ViewInserts | None) -> None:
+    """PostgreSQL: the view pointed at a batch's facts (`ids[i]` the id of `ordered[i]`), the
+    last one per logical key: with `hints`, the kinds worth it as plain inserts first
+    (`ViewInserts`), the rest in one upsert."""
+    last = _last_per_logical_key(ordered)
+    if hints is None:
+        _pg_view_of_ids(conn, [ids[i] for i in last])
+        return
+    by_kind: dict[str, list[int]] = {}
+    for i in last:
+        kind = ordered[i][_KIND]
+        got = by_kind.get(kind)
+        if got is None:
+            got = by_kind[kind] = []
+        got.append(ids[i])
+    upserts: list[int] = []
+    for kind, kind_ids in by_kind.items():
+        if not hints.worth_trying(pipeline, kind):
+            upserts.extend(kind_ids)
+        elif not _all_new(conn, partial(_pg_view_of_ids, conn, kind_ids, False)):
+            hints.met_existing(pipeline, kind)
+            upserts.extend(kind_ids)
+    if upserts:
+        _pg_view_of_ids(conn, upserts)
 
 
 def write_facts(conn: Connection, pipeline: str, facts_in: list[FactRow],
-                batch_seq: int | None, generation_id: str | None = None) -> SinkResult:
+                batch_seq: int | None, generation_id: str | None = None,
+                view_inserts: ViewInserts | None = None) -> SinkResult:
     """The sink contract: a new key is written; an existing key with the same payload hash is a
     no-op; an existing key with another hash is rejected and recorded as an exception. The
     current view is derived in the same transaction from the newly written facts (a row names
@@ -611,7 +679,7 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list[FactRow],
     if sqlite and written_above is None:
         res.written = len(ordered)
     elif not sqlite and _pg_direct(conn, pipeline, ordered, batch_seq, generation_id, created,
-                                   with_view):
+                                   with_view, view_inserts):
         res.written = len(ordered)
     else:
         _write_staged(conn, pipeline, ordered, batch_seq, generation_id, created, with_view,
@@ -790,6 +858,8 @@ class Store:
             raise StoreVersionError(f"there is no store at {url} (no such file): run a "
                                     f"pipeline or `riskstream store upgrade` to create it")
         self.engine = make_engine(url, batch_writer)
+        # PostgreSQL: which kinds of facts lately took only new view keys (ViewInserts).
+        self.view_inserts = ViewInserts()
         try:
             prepare(self.engine, schema)
         except Exception:
@@ -811,7 +881,8 @@ class Store:
     def commit_rows(self, b: BatchRows, before_commit: Callable[[], None] | None = None
                     ) -> SinkResult:
         with self.engine.begin() as conn:
-            res = write_facts(conn, b.pipeline, b.facts, b.seq, b.generation_id)
+            res = write_facts(conn, b.pipeline, b.facts, b.seq, b.generation_id,
+                              self.view_inserts)
             for table, cols, params in b.tables:
                 _bulk_tuples(conn, S.metadata.tables[table], cols, params, DO_NOTHING)
             if b.metrics is not None:
