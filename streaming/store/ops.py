@@ -201,7 +201,8 @@ def _copy_rows(conn: Connection, target: str, rows: Iterable[tuple]) -> None:
                 cp.write_row(row)
 
 
-# PostgreSQL's error for a unique key a COPY met (SQLSTATE 23505), whichever driver raised it.
+# PostgreSQL's error for a unique key a write met (SQLSTATE 23505): a COPY's, or a plain
+# insert's (`_all_new`).
 _UNIQUE_VIOLATION = "23505"
 
 
@@ -617,11 +618,7 @@ def _pg_view_of_batch(conn: Connection, pipeline: str, ordered: list[FactRow], i
         return
     by_kind: dict[str, list[int]] = {}
     for i in last:
-        kind = ordered[i][_KIND]
-        got = by_kind.get(kind)
-        if got is None:
-            got = by_kind[kind] = []
-        got.append(ids[i])
+        by_kind.setdefault(ordered[i][_KIND], []).append(ids[i])
     upserts: list[int] = []
     for kind, kind_ids in by_kind.items():
         if not hints.worth_trying(pipeline, kind):
