@@ -24,6 +24,7 @@ LIVE_EVENTS = 4_000
 LIVE_SCENARIOS = ("nats-replay", "rebuild-duckdb", "follow-1-worker", "follow-2-workers",
                   "follow-latency", "follow-pg-restart")
 COMMON_FIELDS = ("seconds", "events_per_s", "reference_events_per_s", "ratio", "peak_rss_mib")
+FLOOR_SCENARIOS = ("join-sqlite-floor", "join-postgres-floor", "receipts-sqlite-floor")
 
 
 @pytest.mark.postgres
@@ -119,7 +120,7 @@ def test_bench_live_scenarios_agree_with_their_references(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = {r["scenario"]: r for r in json.loads(out.read_text())["scenarios"]}
     assert sorted(results) == sorted(LIVE_SCENARIOS)
-    assert set(catalog.ALL) == set(SCENARIOS) | set(LIVE_SCENARIOS)
+    assert set(catalog.ALL) == set(SCENARIOS) | set(LIVE_SCENARIOS) | set(FLOOR_SCENARIOS)
     for name, r in results.items():
         assert "error" not in r and "skipped" not in r, (name, r)
         assert r["reference_equal"] is True, name
@@ -139,6 +140,78 @@ def test_bench_live_scenarios_agree_with_their_references(tmp_path):
     assert results["nats-replay"]["records"] == results["nats-replay"]["reference_records"] > 0
     rebuild = results["rebuild-duckdb"]
     assert rebuild["pairs"] == rebuild["plain_pairs"] > 0 and rebuild["pair_sets_differ_by"] == 0
+
+
+@pytest.mark.postgres
+def test_bench_floor_scenarios_write_the_runs_rows_again(tmp_path):
+    """The store's floor: each scenario runs its pipeline, writes the run's batches again into
+    an empty store with the sink's statements, and finds the same facts, archive and view
+    there; the time is the transactions', split into the stages, beside the issue's target."""
+    need_service("PostgreSQL", "127.0.0.1", 5432)
+    out = tmp_path / "bench.json"
+    env = {**os.environ, "RISKSTREAM_BENCH_PG": PG_ADMIN_DSN}
+    only = [arg for name in FLOOR_SCENARIOS for arg in ("--only", name)]
+    proc = subprocess.run([sys.executable, "-m", "streaming.cli.main", "bench", *only,
+                           "--events", str(EVENTS), "--workdir", str(tmp_path / "work"),
+                           "--json", str(out)], capture_output=True, text=True, env=env,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = {r["scenario"]: r for r in json.loads(out.read_text())["scenarios"]}
+    assert sorted(results) == sorted(FLOOR_SCENARIOS)
+    for name, r in results.items():
+        assert "error" not in r and "skipped" not in r, (name, r)
+        assert r["reference_equal"] is True and r["rows_equal_run"] is True, name
+        for field in COMMON_FIELDS:
+            assert r[field] > 0, (name, field)
+        assert set(r["stages"]) == {"facts_s", "view_s", "archive_s", "journal_and_commit_s",
+                                    "statistics_s"}
+        # Statistics are PostgreSQL's: SQLite's floor spends nothing there.
+        assert all(v > 0 for k, v in r["stages"].items() if k != "statistics_s"), name
+        assert (r["stages"]["statistics_s"] > 0) is (r["store"] == "postgresql"), name
+        assert abs(sum(r["stages"].values()) - r["seconds"]) < 0.01, name
+        # Every record of the bench inputs is valid: each one's archive row was written again,
+        # in the run's batches of 5,000 and its end of stream's.
+        assert r["archive_rows"] == EVENTS and r["batches"] == EVENTS // 5_000 + 1, name
+        assert r["target_seconds"] == round(EVENTS / r["target_events_per_s"], 3)
+        assert r["floor_within_target"] is (r["seconds"] <= EVENTS / r["target_events_per_s"])
+    assert [results[n]["floor_of"] for n in FLOOR_SCENARIOS] == \
+        ["join-sqlite", "join-postgres", "receipts-sqlite"]
+    assert [results[n]["store"] for n in FLOOR_SCENARIOS] == ["sqlite", "postgresql", "sqlite"]
+    # The two join floors write the same run's rows; the receipt scorer one decision each.
+    assert results["join-sqlite-floor"]["facts"] == results["join-postgres-floor"]["facts"] \
+        > EVENTS
+    assert results["receipts-sqlite-floor"]["facts"] == EVENTS
+
+
+def test_floor_fingerprints_tell_a_changed_row(tmp_path):
+    """The floor's comparison of its store with the run's is not a formality: a view row
+    pointed elsewhere, a fact's hash or a missing archive row each change the fingerprints."""
+    import sqlite3
+
+    from riskstream_tools.benchmarks import floor
+    from riskstream_tools.benchmarks import scenarios as sc
+
+    src = sc.prepare_input("join", str(tmp_path), 3_000)
+    run_url = sc._sqlite_url(str(tmp_path), "run")
+    assert sc.child_join_store(src, run_url, 3_000)["reference_equal"]
+    seconds, stages, counts = floor.write_floor(run_url, sc._sqlite_url(str(tmp_path), "floor"))
+    assert counts["archive_rows"] == 3_000 and counts["facts"] > 3_000
+    run_fp = floor.fingerprints(run_url)
+    floor_url = f"sqlite:///{tmp_path / 'floor.sqlite'}"
+    assert floor.fingerprints(floor_url) == run_fp
+    changes = {
+        "current_view": "UPDATE current_view SET status = 'retired' WHERE rowid = 7",
+        "facts": "UPDATE facts SET payload_hash = 'x' || payload_hash WHERE id = 11",
+        "archive": "DELETE FROM archive WHERE rowid = 13"}
+    for table, sql in changes.items():
+        db = sqlite3.connect(tmp_path / "floor.sqlite")
+        with db:
+            db.execute(sql)
+        db.close()
+        changed = floor.fingerprints(floor_url)
+        assert changed[table] != run_fp[table], table
+        run_fp = {**run_fp, table: changed[table]}  # the next change is seen on its own
+        assert changed == run_fp
 
 
 def test_an_extra_scenarios_input_is_written_before_its_child_starts(tmp_path, monkeypatch):

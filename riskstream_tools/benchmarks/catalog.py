@@ -9,6 +9,9 @@ do not and run with `--all` (what `make bench` does) or by name with `--only`:
   follow-2-workers   the same with two workers, `--worker 0/2` and `1/2`
   follow-latency     end-to-end p50/p99 at a steady 2,000 events/s
   follow-pg-restart  recovery after a 10-second restart of a private PostgreSQL
+  join-sqlite-floor, join-postgres-floor, receipts-sqlite-floor
+                     the store's floor: a run's rows written again by the sink's own
+                     statements with nothing else running (floor.py)
 
 Each runs in its own child process (its peak RSS is its own) and reports the same fields as the
 hot-path scenarios: scenario, events, seconds, events_per_s, reference_events_per_s, ratio,
@@ -25,15 +28,24 @@ import sys
 from collections.abc import Callable
 from types import ModuleType
 
-from . import follow, nats, rebuild
+from . import floor, follow, nats, rebuild
 from . import scenarios as sc
 
 DEFAULT = sc.SCENARIOS
-_MODULES: tuple[ModuleType, ...] = (nats, rebuild, follow)
+_MODULES: tuple[ModuleType, ...] = (nats, rebuild, follow, floor)
 EXTRA: dict[str, Callable[[str, int], dict]] = {
     name: fn for mod in _MODULES for name, fn in mod.SCENARIOS.items()}
+
+
+def _services(mod: ModuleType, name: str) -> tuple[tuple[str, str, int], ...]:
+    """What a scenario needs running: its module's SERVICES, one tuple for all of its
+    scenarios or a dictionary by scenario (a scenario it leaves out needs nothing)."""
+    services = mod.SERVICES
+    return services.get(name, ()) if isinstance(services, dict) else services
+
+
 SERVICES: dict[str, tuple[tuple[str, str, int], ...]] = {
-    name: mod.SERVICES for mod in _MODULES for name in mod.SCENARIOS}
+    name: _services(mod, name) for mod in _MODULES for name in mod.SCENARIOS}
 ALL: tuple[str, ...] = DEFAULT + tuple(EXTRA)
 # An extra scenario's input, written by this (the parent) process before its child starts, so
 # the child's peak memory is the scenario's own (as `scenarios.prepare_input` does for the

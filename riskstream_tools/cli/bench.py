@@ -49,7 +49,8 @@ def print_table(results: list[dict], path: str, console: Console) -> None:
         stages = ", ".join(f"{k.removesuffix('_s')} {_fmt(v)}"
                            for k, v in r.get("stages", {}).items() if v is not None)
         extra = ", ".join(f"{k.removesuffix('_s')} {_fmt(r[k])}"
-                          for k in ("checkpoint_dump_s", "p50_ms", "p99_ms", "recovery_s")
+                          for k in ("checkpoint_dump_s", "p50_ms", "p99_ms", "recovery_s",
+                                    "target_seconds", "run_seconds")
                           if r.get(k) is not None)
         # What set the run's pace (`scenarios.limited_by`), where the run measured it.
         limit = f"limited by {r['limited_by']}" if r.get("limited_by") else ""

@@ -520,36 +520,44 @@ def _sqlite_direct(conn: Connection, pipeline: str, ordered: list[FactRow],
     if n != len(ordered):
         return before
     if with_view:
-        after = conn.exec_driver_sql("SELECT max(id) FROM facts").scalar()
-        if after == before + n:
-            # Each insert took the largest rowid plus one (facts are never deleted), so the
-            # batch's facts are rowids before+1 .. before+n in batch order: a statement per
-            # range of them points the view at them, leaving out those a later fact of its
-            # key follows.
-            skip = sorted(before + 1 + i for i in _superseded_in_batch(ordered))
-            for lo in range(before, after, SQLITE_VIEW_CHUNK):
-                hi = min(lo + SQLITE_VIEW_CHUNK, after)
-                conn.exec_driver_sql(
-                    f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id > ? AND id <= ? AND id NOT IN "
-                    f"(SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
-                    (lo, hi, dumps(skip[bisect_right(skip, lo):bisect_right(skip, hi)])))
-        else:
-            upsert_view_of_facts(conn, pipeline,
-                                 [ordered[i][_KEY] for i in _last_per_logical_key(ordered)])
+        _sqlite_view_of_direct(conn, pipeline, ordered, before)
     return None
+
+
+def _sqlite_view_of_direct(conn: Connection, pipeline: str, ordered: list[FactRow],
+                           before: int) -> None:
+    """SQLite: the view pointed at a batch `_sqlite_direct` wrote whole, the facts' largest id
+    having been `before`."""
+    after = conn.exec_driver_sql("SELECT max(id) FROM facts").scalar()
+    if after == before + len(ordered):
+        # Each insert took the largest rowid plus one (facts are never deleted), so the
+        # batch's facts are rowids before+1 .. before+n in batch order: a statement per
+        # range of them points the view at them, leaving out those a later fact of its
+        # key follows.
+        skip = sorted(before + 1 + i for i in _superseded_in_batch(ordered))
+        for lo in range(before, after, SQLITE_VIEW_CHUNK):
+            hi = min(lo + SQLITE_VIEW_CHUNK, after)
+            conn.exec_driver_sql(
+                f"{_VIEW_INSERT} {_VIEW_FROM_FACTS} WHERE id > ? AND id <= ? AND id NOT IN "
+                f"(SELECT value FROM json_each(?)) {_VIEW_CONFLICT}",
+                (lo, hi, dumps(skip[bisect_right(skip, lo):bisect_right(skip, hi)])))
+    else:
+        upsert_view_of_facts(conn, pipeline,
+                             [ordered[i][_KEY] for i in _last_per_logical_key(ordered)])
 
 
 def _pg_direct(conn: Connection, pipeline: str, ordered: list[FactRow], batch_seq: int | None,
                generation_id: str | None, created: str, with_view: bool,
-               hints: ViewInserts | None) -> bool:
+               hints: ViewInserts | None) -> list[int] | None:
     """PostgreSQL: the batch's facts COPYed straight into the table when every key is new
-    (`_copy_if_all_new`), and the view pointed at them; False, with nothing written, when some
-    key existed (the staged path then decides each fact) or the batch is too small to COPY.
+    (`_copy_if_all_new`), and the view pointed at them; the ids they took, in batch order.
+    None, with nothing written, when some key existed (the staged path then decides each
+    fact) or the batch is too small to COPY.
     The view statement names the facts by the ids drawn for them, as it names the ids the
     staged insert returns; finding them by their keys instead cost a quarter more
     (docs/performance.md, fortieth round)."""
     if len(ordered) < _COPY_MIN_ROWS:
-        return False
+        return None
     # The batch's ids drawn first, in batch order: a COPY returns none, and the view names
     # its facts by id. The sequence is found once per statement: named per row,
     # `pg_get_serial_sequence` cost 2 microseconds a fact.
@@ -560,10 +568,10 @@ def _pg_direct(conn: Connection, pipeline: str, ordered: list[FactRow], batch_se
     rows = ((i, pipeline, *f[:_PRED], f[_PRED] or None, batch_seq, generation_id, created)
             for i, f in zip(ids, ordered, strict=True))
     if not _copy_if_all_new(conn, "facts", ("id", *_FACT_COLUMNS), rows):
-        return False
+        return None
     if with_view:
         _pg_view_of_batch(conn, pipeline, ordered, ids, hints)
-    return True
+    return list(ids)
 
 
 class ViewInserts:
@@ -676,7 +684,7 @@ def write_facts(conn: Connection, pipeline: str, facts_in: list[FactRow],
     if sqlite and written_above is None:
         res.written = len(ordered)
     elif not sqlite and _pg_direct(conn, pipeline, ordered, batch_seq, generation_id, created,
-                                   with_view, view_inserts):
+                                   with_view, view_inserts) is not None:
         res.written = len(ordered)
     else:
         _write_staged(conn, pipeline, ordered, batch_seq, generation_id, created, with_view,
@@ -908,16 +916,20 @@ class Store:
             if len(rows) > kept:
                 conn.execute(S.checkpoints.delete().where(
                     c.pipeline == row["pipeline"], c.id.in_([r[0] for r in rows[kept:]])))
-        if self.dialect == "postgresql":
-            # Fresh planner statistics after a stretch of bulk loads: on a never-analysed facts
-            # table the planner misjudges the read-back join and scans every row instead of
-            # probing the unique index (observed as a 25x slower run on a filled store).
-            with self.engine.begin() as conn:
-                if _statistics_stale(conn):
-                    conn.exec_driver_sql(
-                        "SELECT set_config('default_statistics_target', %s, true)",
-                        (str(ANALYZE_STATISTICS_TARGET),))
-                    conn.exec_driver_sql(ANALYZE_KEY_COLUMNS)
+        self.refresh_statistics()
+
+    def refresh_statistics(self) -> None:
+        """PostgreSQL: fresh planner statistics after a stretch of bulk loads, when they are
+        stale (`_statistics_stale`); every checkpoint asks. On a never-analysed facts table
+        the planner misjudges the read-back join and scans every row instead of probing the
+        unique index (observed as a 25x slower run on a filled store). SQLite: nothing."""
+        if self.dialect != "postgresql":
+            return
+        with self.engine.begin() as conn:
+            if _statistics_stale(conn):
+                conn.exec_driver_sql("SELECT set_config('default_statistics_target', %s, true)",
+                                     (str(ANALYZE_STATISTICS_TARGET),))
+                conn.exec_driver_sql(ANALYZE_KEY_COLUMNS)
 
     def start_run(self, pipeline: str, settings: dict) -> int:
         with self.engine.begin() as conn:
