@@ -21,7 +21,8 @@ the statistics. `target_events_per_s` is the issue's target for the hot-path sce
 `reference_equal` holds when the run agreed with its reference and the floor's store holds the
 same facts (key and hash), archive rows and current view as the run's (`fingerprints`).
 
-Rows are read one batch at a time, between the timed transactions, so memory holds one batch."""
+Rows are read one batch at a time, between the timed transactions, so memory holds one batch;
+`peak_rss_mib` is read right after the writes, before the comparison and the reference."""
 
 from __future__ import annotations
 
@@ -236,6 +237,9 @@ def floor(scenario: str, workdir: str, n: int) -> dict:
     url = pg.url if pg is not None else sc._sqlite_url(workdir, scenario)
     try:
         seconds, stages, counts = write_floor(source_url, url)
+        # Read before the comparison and the reference (which holds the decoded recording):
+        # the floor's own peak.
+        rss = sc._peak_rss_mib()
         same = fingerprints(source_url) == fingerprints(url)
     finally:
         if pg is not None:
@@ -243,7 +247,7 @@ def floor(scenario: str, workdir: str, n: int) -> dict:
     ref_after = sc.REFERENCES[family](src)[1]
     # The reference timed after the run (before the floor) and after the floor: their mean.
     ref_s = (run["reference_seconds"] + ref_after) / 2
-    out = sc.result_fields(scenario, n, seconds, ref_s, sc._peak_rss_mib())
+    out = sc.result_fields(scenario, n, seconds, ref_s, rss)
     target = TARGETS[of]
     out.update({
         "reference_equal": bool(run["reference_equal"]) and same,
