@@ -10,13 +10,14 @@ batch is one transaction of the sink's own statements for a batch whose keys are
 live path): the facts (`ops._sqlite_direct`, `ops._pg_direct`), the current view pointed at
 them, the archive rows and the journal entry; the statistics are refreshed where the run
 checkpointed (PostgreSQL). Only that is timed. Left out: the worker (reading, decoding, the
-operator), the hand-over to the writer process, the rows of facts each batch builds, and the
-quarantine, queue, metrics and checkpoint rows.
+operator), the hand-over to the writer process, building each batch's rows, and the quarantine,
+queue, metrics and checkpoint rows.
 
-So `seconds` is what these statements cost the store for these rows with nothing else running:
-the hot-path scenario runs all of them and more, so with this sink and schema it cannot take
-less. The stages split it: the facts, the view, the archive, the journal entry with the commit,
-the statistics. `target_events_per_s` is the issue's target for the hot-path scenario
+So `seconds` is what these statements cost the store for these rows with nothing else running.
+The hot-path scenario's writer runs the same statements and more, beside a worker on the other
+core: what the floor leaves out is what the code adds around the store. The stages split it:
+the facts, the view, the archive, the journal entry with the commit, the statistics.
+`target_events_per_s` is the issue's target for the hot-path scenario
 (`floor_of`), and `floor_within_target` says whether the store alone reaches it.
 `reference_equal` holds when the run agreed with its reference and the floor's store holds the
 same facts (key and hash), archive rows and current view as the run's (`fingerprints`).
@@ -44,15 +45,15 @@ FLOORS = {"join-sqlite-floor": ("join", "sqlite", "join-sqlite"),
           "receipts-sqlite-floor": ("receipts", "sqlite", "receipts-sqlite")}
 # The issue's target rates (events per second) of those scenarios.
 TARGETS = {"join-sqlite": 60_000, "join-postgres": 40_000, "receipts-sqlite": 60_000}
-# A fact as the floor writes it: the facts table's columns, its id given (an empty store, one
-# writer: ids 1, 2, ... in the order the run wrote them).
+# A fact as the floor reads it back from the run's store: the facts table's columns (the floor's
+# store draws its own ids, in the same order).
 FACT_COLUMNS = ("id", "pipeline", "fact_key", "kind", "logical_key", "status", "payload_hash",
                 "payload", "predecessor_key", "batch_seq", "generation_id", "created_at")
 JOURNAL_COLUMNS = ("pipeline", "seq", "ranges", "order_runs", "idleness", "records",
                    "clock_us", "end_of_stream", "committed_at")
 # The run checkpoints every this many batches (the bench's settings).
 BATCHES_PER_CHECKPOINT = sc.CHECKPOINT_EVERY // sc.BATCH_SIZE
-# Positions in a fact as read (FACT_COLUMNS), for the view's FactRow (ops.FACT_ROW).
+# Positions in a fact as read (FACT_COLUMNS) that make the sink's FactRow (ops.FACT_ROW).
 _ROW = slice(2, 9)
 
 
@@ -87,9 +88,9 @@ def run_batches(url: str) -> Iterator[Batch]:
         seqs = [r[0] for r in query(
             "SELECT batch_seq FROM facts UNION SELECT batch_seq FROM archive "
             "UNION SELECT seq FROM journal ORDER BY 1")]
-        facts = _runs(query(f"SELECT {', '.join(FACT_COLUMNS)} FROM facts ORDER BY id"),
+        facts = _BatchRuns(query(f"SELECT {', '.join(FACT_COLUMNS)} FROM facts ORDER BY id"),
                       FACT_COLUMNS.index("batch_seq"))
-        archive = _runs(query(f"SELECT {cols} FROM archive ORDER BY rowid"),
+        archive = _BatchRuns(query(f"SELECT {cols} FROM archive ORDER BY rowid"),
                         ARCHIVE_ROW.index("batch_seq"))
         journal = {r[1]: tuple(r) for r in query(
             f"SELECT {', '.join(JOURNAL_COLUMNS)} FROM journal")}
@@ -100,7 +101,7 @@ def run_batches(url: str) -> Iterator[Batch]:
         store.dispose()
 
 
-class _runs:
+class _BatchRuns:
     """Rows of a cursor in batch order, handed out a batch at a time (`take`)."""
 
     def __init__(self, cursor: Any, at: int) -> None:
