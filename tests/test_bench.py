@@ -27,17 +27,25 @@ COMMON_FIELDS = ("seconds", "events_per_s", "reference_events_per_s", "ratio", "
 FLOOR_SCENARIOS = ("join-sqlite-floor", "join-postgres-floor", "receipts-sqlite-floor")
 
 
+def _bench(tmp_path, names: tuple[str, ...], events: int, **env: str) -> dict:
+    """`riskstream bench` in a child process over `names` (every hot-path scenario when
+    empty), with RISKSTREAM_BENCH_PG pointed at the test server: its JSON document, once the
+    run exited 0."""
+    out = tmp_path / "bench.json"
+    only = [arg for name in names for arg in ("--only", name)]
+    proc = subprocess.run([sys.executable, "-m", "streaming.cli.main", "bench", *only,
+                           "--events", str(events), "--workdir", str(tmp_path / "work"),
+                           "--json", str(out)], capture_output=True, text=True,
+                          env={**os.environ, "RISKSTREAM_BENCH_PG": PG_ADMIN_DSN, **env},
+                          check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
 @pytest.mark.postgres
 def test_bench_every_scenario_agrees_with_its_reference(tmp_path):
     need_service("PostgreSQL", "127.0.0.1", 5432)
-    out = tmp_path / "bench.json"
-    env = {**os.environ, "RISKSTREAM_BENCH_PG": PG_ADMIN_DSN}
-    proc = subprocess.run([sys.executable, "-m", "streaming.cli.main", "bench",
-                           "--events", str(EVENTS), "--workdir", str(tmp_path / "work"),
-                           "--json", str(out)], capture_output=True, text=True, env=env,
-                          check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    doc = json.loads(out.read_text())
+    doc = _bench(tmp_path, (), EVENTS)
     results = {r["scenario"]: r for r in doc["scenarios"]}
     assert doc["machine"]["hash_lanes"] == hashing.lanes() in (1, 4, 8)
     # Without --only or --all, the hot-path scenarios run.
@@ -110,15 +118,8 @@ def test_bench_live_scenarios_agree_with_their_references(tmp_path):
     (p50/p99 latency, recovery time) present."""
     need_service("PostgreSQL", "127.0.0.1", 5432)
     need_service("NATS", "127.0.0.1", 4222)
-    out = tmp_path / "bench.json"
-    env = {**os.environ, "RISKSTREAM_BENCH_PG": PG_ADMIN_DSN, "RISKSTREAM_BENCH_REPAIR_RUN": "0"}
-    only = [arg for name in LIVE_SCENARIOS for arg in ("--only", name)]
-    proc = subprocess.run([sys.executable, "-m", "streaming.cli.main", "bench", *only,
-                           "--events", str(LIVE_EVENTS), "--workdir", str(tmp_path / "work"),
-                           "--json", str(out)], capture_output=True, text=True, env=env,
-                          check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = {r["scenario"]: r for r in json.loads(out.read_text())["scenarios"]}
+    doc = _bench(tmp_path, LIVE_SCENARIOS, LIVE_EVENTS, RISKSTREAM_BENCH_REPAIR_RUN="0")
+    results = {r["scenario"]: r for r in doc["scenarios"]}
     assert sorted(results) == sorted(LIVE_SCENARIOS)
     assert set(catalog.ALL) == set(SCENARIOS) | set(LIVE_SCENARIOS) | set(FLOOR_SCENARIOS)
     for name, r in results.items():
@@ -148,15 +149,7 @@ def test_bench_floor_scenarios_write_the_runs_rows_again(tmp_path):
     an empty store with the sink's statements, and finds the same facts, archive and view
     there; the time is the transactions', split into the stages, beside the issue's target."""
     need_service("PostgreSQL", "127.0.0.1", 5432)
-    out = tmp_path / "bench.json"
-    env = {**os.environ, "RISKSTREAM_BENCH_PG": PG_ADMIN_DSN}
-    only = [arg for name in FLOOR_SCENARIOS for arg in ("--only", name)]
-    proc = subprocess.run([sys.executable, "-m", "streaming.cli.main", "bench", *only,
-                           "--events", str(EVENTS), "--workdir", str(tmp_path / "work"),
-                           "--json", str(out)], capture_output=True, text=True, env=env,
-                          check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = {r["scenario"]: r for r in json.loads(out.read_text())["scenarios"]}
+    results = {r["scenario"]: r for r in _bench(tmp_path, FLOOR_SCENARIOS, EVENTS)["scenarios"]}
     assert sorted(results) == sorted(FLOOR_SCENARIOS)
     for name, r in results.items():
         assert "error" not in r and "skipped" not in r, (name, r)
