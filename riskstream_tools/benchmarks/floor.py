@@ -53,8 +53,12 @@ JOURNAL_COLUMNS = ("pipeline", "seq", "ranges", "order_runs", "idleness", "recor
                    "clock_us", "end_of_stream", "committed_at")
 # The run checkpoints every this many batches (the bench's settings).
 BATCHES_PER_CHECKPOINT = sc.CHECKPOINT_EVERY // sc.BATCH_SIZE
-# Positions in a fact as read (FACT_COLUMNS) that make the sink's FactRow (ops.FACT_ROW).
-_ROW = slice(2, 9)
+# Positions in a fact as read (FACT_COLUMNS): the sink's FactRow (ops.FACT_ROW) is the columns
+# up to the predecessor's, then the predecessor's ("" for none, as the sink binds it).
+_ROW = slice(FACT_COLUMNS.index("fact_key"), FACT_COLUMNS.index("predecessor_key"))
+_PREDECESSOR = FACT_COLUMNS.index("predecessor_key")
+_PIPELINE = FACT_COLUMNS.index("pipeline")
+_CREATED = FACT_COLUMNS.index("created_at")
 
 
 class Batch:
@@ -134,7 +138,9 @@ def write_floor(source_url: str, url: str) -> tuple[float, dict[str, float], dic
     written = 0  # the floor's store is empty and has one writer: its largest fact id
     try:
         for b in run_batches(source_url):
-            rows = [(*f[_ROW][:-1], f[_ROW][-1] or ops.NO_PREDECESSOR) for f in b.facts]
+            rows = [(*f[_ROW], f[_PREDECESSOR] or ops.NO_PREDECESSOR) for f in b.facts]
+            if rows:  # a batch's facts share their pipeline and their time of writing
+                pipeline, created = b.facts[0][_PIPELINE], b.facts[0][_CREATED]
             journal: Any = b.journal
             if journal is not None and postgres:
                 journal = (*journal[:7], bool(journal[7]), journal[8])
@@ -143,8 +149,6 @@ def write_floor(source_url: str, url: str) -> tuple[float, dict[str, float], dic
                 t_view = None
                 if rows:
                     # The live path's write (every key new): the facts, then the view.
-                    first = b.facts[0]
-                    pipeline, created = first[1], first[FACT_COLUMNS.index("created_at")]
                     if postgres:
                         ids = ops._pg_direct(conn, pipeline, rows, b.seq, None, created, False,
                                              hints)

@@ -571,7 +571,7 @@ def _pg_direct(conn: Connection, pipeline: str, ordered: list[FactRow], batch_se
         return None
     if with_view:
         _pg_view_of_batch(conn, pipeline, ordered, ids, hints)
-    return list(ids)
+    return ids
 
 
 class ViewInserts:
