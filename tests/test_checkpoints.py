@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import zlib
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select, update
 
 from streaming.host.checkpoints import (COMPRESS_LEVEL, SERIALIZER, ZLIB_SERIALIZER,
-                                        CheckpointMismatch, compress_state,
+                                        CheckpointChain, CheckpointMismatch, compress_state,
                                         decompressed_state, read_checkpoint)
 from streaming.store import schema as S
 from streaming.store.ops import Store
@@ -218,3 +219,45 @@ def test_a_state_that_json_cannot_hold_is_still_refused():
     from streaming.host.checkpoints import encode_state
     with pytest.raises(TypeError):
         encode_state({"operator": {"rows": {1: object()}}})
+
+
+# A full checkpoint of 1,000 bytes: 100 of the host's, and 100 entries of 9 bytes each (the
+# operator's whole parts empty).
+_FULL = CheckpointChain(journal_seq=1, records_total=100, full_bytes=1000, delta_bytes=0,
+                        entry_bytes=9.0, host_bytes=100)
+
+
+def _after(deltas: int) -> CheckpointChain:
+    return replace(_FULL, delta_bytes=deltas)
+
+
+def test_a_steady_state_is_written_full_once_its_deltas_add_up_to_the_ratio_times_it():
+    # 100 entries now, as then: the state is 1,000 bytes; restore may read twice that.
+    assert not _after(1000).wants_full(1.0, 0, 100)
+    assert _after(1001).wants_full(1.0, 0, 100)
+    assert not _after(250).wants_full(0.25, 0, 100)
+    assert _after(251).wants_full(0.25, 0, 100)
+
+
+def test_a_growing_state_is_not_written_full_for_the_entries_its_deltas_added():
+    # 450 entries added since (4,050 bytes of deltas): restore reads the state and no more.
+    assert not _after(4050).wants_full(1.0, 0, 550)
+    # ... until the deltas' rewrites add up: more than twice the 5,050 bytes it now takes.
+    assert not _after(9100).wants_full(1.0, 0, 550)
+    assert _after(9101).wants_full(1.0, 0, 550)
+    # The operator's whole parts count as they are encoded now.
+    assert not _after(9101).wants_full(1.0, 10, 550)
+
+
+def test_a_shrunken_state_is_written_full_at_once():
+    # 10 entries left (190 bytes): the full checkpoint alone is over twice that.
+    assert _FULL.wants_full(1.0, 0, 10)
+    assert not _FULL.wants_full(1.0, 0, 50)  # 550 bytes: 1,000 is within twice that
+
+
+def test_every_checkpoint_is_full_with_a_ratio_of_zero_and_no_size_per_entry_falls_back():
+    assert _FULL.wants_full(0.0, 0, 100)
+    # A full checkpoint that held no entry gives no size per entry: its deltas against it.
+    empty = replace(_FULL, entry_bytes=0.0)
+    assert not empty.wants_full(1.0, 0, 500) and empty.wants_full(1.0, 0, 0) is False
+    assert replace(empty, delta_bytes=1000).wants_full(1.0, 0, 500)

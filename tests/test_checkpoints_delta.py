@@ -215,3 +215,41 @@ def test_a_checkpoint_from_before_delta_checkpoints_restores_and_its_run_goes_on
             _as_stored(again.op.snapshot())
     finally:
         store.dispose()
+
+
+@pytest.mark.parametrize("full_after", [0.25, 1.0])
+def test_restore_reads_at_most_about_one_plus_the_ratio_states(source, store_url, full_after):
+    """At every checkpoint of a ledger run, what restore would read (the last full checkpoint
+    and the deltas since) is within 1 + `full_after` times the state at that moment, give or
+    take the estimate of its size (`CheckpointChain.wants_full`) and the one delta written
+    after the rule was asked; and the ledger's growing state is not rewritten whole at every
+    few checkpoints."""
+    settings = RunSettings(source=source, store_url=store_url, checkpoint_every=30,
+                           batch_size=15, full_checkpoint_after=full_after,
+                           overlap_commits=False, extra=run_extra(TEST_KEY))
+    store = Store(store_url)
+    worker = Worker(make_spec(TEST_KEY), settings, store=store)
+    written: list[tuple[bool, int, int]] = []  # (full, raw bytes, the state's raw bytes)
+    write = store.write_checkpoint
+
+    def measured(row, *args, **kwargs):
+        state = len(orjson.dumps({"operator": worker.op.snapshot()}))
+        written.append((row["serializer"] == SERIALIZER, len(decompressed_state(row)), state))
+        return write(row, *args, **kwargs)
+
+    store.write_checkpoint = measured  # type: ignore[method-assign]
+    try:
+        worker.run()
+    finally:
+        store.dispose()
+    assert len(written) >= 10 and written[0][0]
+    chain = 0
+    for full, raw, state in written:
+        chain = raw if full else chain + raw
+        assert chain <= (1 + full_after) * state * 1.1 + raw, (full_after, written)
+    fulls = sum(full for full, _, _ in written)
+    assert 1 < fulls < len(written) // 2 + 1, written
+    if full_after == 1.0:
+        # Most of the state is identities, each written once in a delta; a delta that adds
+        # them is no reason to write them all again.
+        assert fulls <= 2, written

@@ -272,3 +272,34 @@ def test_ledger_restores_windows_checkpointed_in_earlier_layouts(layout):
     again = LedgerOperator(TEST_KEY.sign, TEST_KEY.source)
     again.restore(older)
     assert as_stored(again.snapshot()) == snap
+
+
+def test_snapshot_parts_count_the_entries_of_every_named_map():
+    """Rows, list items and group members: what a full checkpoint's size goes with
+    (`CheckpointChain.wants_full`)."""
+    rows = {"a": [1], "b": [2]}
+    lists = {"m1": [1, 2, 3], "m2": [4]}
+    groups = {"g1": {"p1": 1, "p2": 2}, "g2": {"p3": 3, "p4": 4, "p5": 5}, "g3": {}}
+    parts = SnapshotParts({"wm": 0}, rows={"ids": RowChanges(rows, {})},
+                          appended={"by_merchant": AppendedItems(lists, {})},
+                          grouped={"window_payments": GroupedRows(groups, lambda g: g, {})})
+    assert parts.entries() == 2 + 4 + 5
+    rows["c"] = [3]
+    lists["m2"].append(5)
+    del groups["g2"]
+    assert parts.entries() == 3 + 5 + 2
+    assert SnapshotParts({"wm": 0}).entries() == 0
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_ledgers_entries_are_what_its_snapshot_holds_in_its_named_maps(seed):
+    d = Driver()
+    for obj in _ledger_feed(random.Random(seed), 300):
+        d.feed(obj)
+    snap = d.op.snapshot()
+    held = (len(snap["ids"]) + len(snap["windows"])
+            + sum(len(v) for v in snap["by_merchant"].values())
+            + sum(len(v) for v in snap["window_payments"].values()))
+    assert snap["windows"] and snap["window_payments"]
+    assert held > 2 * len(snap["ids"])  # each identity, its merchant's list entry and more
+    assert d.op.snapshot_parts().entries() == held

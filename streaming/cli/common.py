@@ -72,9 +72,10 @@ batches_behind_checkpoint_option = click.option(
 full_checkpoint_after_option = click.option(
     "--full-checkpoint-after", "full_checkpoint_after", type=click.FloatRange(min=0),
     default=1.0, show_default=True, envvar="RISKSTREAM_FULL_CHECKPOINT_AFTER",
-    help="Write a full checkpoint once the delta checkpoints since the last full one add up to "
-         "this many times its size (restore reads at most about 1 + this many states); 0 "
-         "writes every checkpoint full. See docs/architecture.md, delta checkpoints.")
+    help="Write a full checkpoint once the last full one and the delta checkpoints since add "
+         "up to more than 1 + this many times the state (restore reads at most about 1 + this "
+         "many states); 0 writes every checkpoint full. See docs/architecture.md, delta "
+         "checkpoints.")
 
 format_option = click.option("--format", "fmt", type=click.Choice(["csv", "json"]),
                              default="csv", show_default=True)

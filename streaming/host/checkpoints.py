@@ -10,7 +10,7 @@ import subprocess
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -97,14 +97,44 @@ class CheckpointChain:
     records_total: int
     full_bytes: int
     delta_bytes: int
+    # The bytes an entry of the operator's named maps took in the full checkpoint (its raw
+    # bytes less the operator's other parts, over `SnapshotParts.entries`); 0 when it held
+    # none.
+    entry_bytes: float = 0.0
+    # The bytes of the full checkpoint's other parts: the host's (watermarks, positions, the
+    # source's identity and fingerprints), about the same in every checkpoint.
+    host_bytes: int = 0
 
-    def wants_full(self, full_after: float) -> bool:
-        """Whether the next checkpoint is a full one: once the deltas since the full one add
-        up to `full_after` times its size (RunSettings.full_checkpoint_after). With 1, restore
-        reads at most about twice the state, and over a run whose state only grows the full
-        checkpoints' sizes about double, so all of them together cost about two final states
-        where every checkpoint full cost one state per checkpoint."""
-        return self.delta_bytes >= full_after * self.full_bytes
+    def wants_full(self, full_after: float, whole_bytes: int, entries: int) -> bool:
+        """Whether the next checkpoint is a full one, given the operator's state now: the
+        encoded bytes of its parts written whole in every checkpoint (`whole_bytes`), and the
+        `entries` its named maps hold (RunSettings.full_checkpoint_after; 0 writes every
+        checkpoint full).
+
+        Restore reads the full checkpoint and every delta since. A full one is written again
+        once those add up to more than 1 + `full_after` times the state as it stands now, so
+        restore reads at most about that many states. The state's size is estimated, not
+        measured (measuring it is serializing it, which is what a full checkpoint costs): the
+        operator's whole parts as they are, the host's as in the last full checkpoint, and the
+        entries now at the bytes per entry of that checkpoint.
+        - A state of about steady size (the receipt scorer's dedup horizon): full again once
+          the deltas add up to `full_after` times it.
+        - A state that grows (the ledger's identities, every payment ever seen): its deltas
+          are mostly its new entries, which restore needs anyway and a full checkpoint would
+          only write again. Full again only once the rewrites within the deltas (a window's
+          payments as it changes, then as it leaves) add up; a rule on the deltas' bytes
+          alone wrote ever larger full checkpoints, each about double the one before, and at
+          1,000,000 ledger events they were the larger part of the checkpoint stage
+          (docs/performance.md, forty-third round).
+        - A state that shrinks: full sooner, as the old full one outweighs it.
+        Before the full checkpoint held any entry there is no size per entry: full again once
+        the deltas add up to `full_after` times it."""
+        if full_after <= 0:
+            return True
+        if self.entry_bytes <= 0:
+            return self.delta_bytes >= full_after * self.full_bytes
+        state_bytes = self.host_bytes + whole_bytes + entries * self.entry_bytes
+        return self.full_bytes + self.delta_bytes > (1 + full_after) * state_bytes
 
     def base(self) -> dict[str, int]:
         return {"journal_seq": self.journal_seq, "records_total": self.records_total}
@@ -288,18 +318,34 @@ def dump_checkpoint(spec: PipelineSpec, op: Operator, source: Source,
 
     With `chain` (what the checkpoint before this one left) and an operator that names its
     large maps (`snapshot_parts`), the dump is a delta: those maps as their changes since that
-    checkpoint, the rest whole; a full one again once the deltas add up to `full_after` times
-    the full one. Either way the operator's parts are marked: the next delta starts here.
+    checkpoint, the rest whole; a full one again once the full one and the deltas since add up
+    to more than 1 + `full_after` times the state (`CheckpointChain.wants_full`). Either way
+    the operator's parts are marked: the next delta starts here.
     `key`: what the checkpoint is kept under (the worker's key; default the pipeline's name)."""
     t0 = time.perf_counter()
     key = key or spec.name
     parts_of = getattr(op, "snapshot_parts", None)
     parts = parts_of() if parts_of is not None else None
-    delta = parts is not None and chain is not None and not chain.wants_full(full_after)
+    # The operator's whole parts, encoded once: a delta embeds these bytes as they are, and
+    # their size goes into the rule for a full checkpoint.
+    whole_raw = encode_state(parts.whole) if parts is not None else b""
+    entries = parts.entries() if parts is not None else 0
+    delta = (parts is not None and chain is not None
+             and not chain.wants_full(full_after, len(whole_raw), entries))
     fps = {tp_str(*tp): source.fingerprint(tp, off) for tp, off in positions.items()}
+    # The operator's part encoded apart when it has parts (the same bytes as inline), so that
+    # a full checkpoint knows what its named maps took.
+    full_raw = b""
+    operator: Any
+    if parts is None:
+        operator = op.snapshot()
+    elif delta:
+        operator = orjson.Fragment(whole_raw)
+    else:
+        full_raw = encode_state(parts.full())  # the snapshot, built once either way
+        operator = orjson.Fragment(full_raw)
     state = {
-        "operator": (op.snapshot() if parts is None  # the snapshot, built once either way
-                     else parts.whole if delta else parts.full()),
+        "operator": operator,
         "watermarks": {t: w.snapshot() for t, w in wms.items()},
         "positions": {tp_str(*tp): off for tp, off in positions.items()},
         "source": {**source.identity(), "fingerprints": fps},
@@ -312,9 +358,16 @@ def dump_checkpoint(spec: PipelineSpec, op: Operator, source: Source,
     raw = encode_state(state)
     if parts is not None:
         parts.mark()
-    after = (CheckpointChain(seq, records_total, chain.full_bytes, chain.delta_bytes + len(raw))
-             if delta and chain is not None
-             else CheckpointChain(seq, records_total, len(raw), 0))
+    if delta and chain is not None:
+        after = replace(chain, journal_seq=seq, records_total=records_total,
+                        delta_bytes=chain.delta_bytes + len(raw))
+    elif parts is None:
+        after = CheckpointChain(seq, records_total, len(raw), 0)
+    else:
+        after = CheckpointChain(
+            seq, records_total, len(raw), 0,
+            entry_bytes=(len(full_raw) - len(whole_raw)) / entries if entries else 0.0,
+            host_bytes=len(raw) - len(full_raw))
     serializer = DELTA_SERIALIZER if delta else SERIALIZER
     sm = op.state_metrics()
     meta = {

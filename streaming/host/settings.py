@@ -87,7 +87,8 @@ class RunSettings:
     # keeps only its journal number, ranges and record count.
     batches_behind_checkpoint: int = 4
     # Delta checkpoints (operators that name their large maps, host.checkpoints): a full
-    # checkpoint once the deltas since the last full one add up to this many times its size,
+    # checkpoint once the last full one and the deltas since add up to more than 1 + this
+    # many times the state as it stands (its size estimated: `CheckpointChain.wants_full`),
     # so restore reads at most about 1 + this many states; 0 writes every checkpoint full.
     full_checkpoint_after: float = 1.0
     # Scale-out by partition (`--worker I/N`, streaming/assignment.py): the partitions of the
