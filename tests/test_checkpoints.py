@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from sqlalchemy import select, update
 
 from streaming.host.checkpoints import (COMPRESS_LEVEL, SERIALIZER, ZLIB_SERIALIZER,
-                                        CheckpointChain, CheckpointMismatch, compress_state,
+                                        CheckpointChain, CheckpointMismatch, _joined,
+                                        compress_state,
                                         decompressed_state, read_checkpoint)
 from streaming.store import schema as S
 from streaming.store.ops import Store
@@ -261,3 +262,17 @@ def test_every_checkpoint_is_full_with_a_ratio_of_zero_and_no_size_per_entry_fal
     empty = replace(_FULL, entry_bytes=0.0)
     assert not empty.wants_full(1.0, 0, 500) and empty.wants_full(1.0, 0, 0) is False
     assert replace(empty, delta_bytes=1000).wants_full(1.0, 0, 500)
+
+
+@pytest.mark.parametrize("first,second", [
+    ({"wm": 1, "model": None}, {"ids": {"a": [1, "h", 3]}, "by_merchant": {"m": ["a"]}}),
+    ({}, {"ids": {}}), ({"wm": 1}, {}), ({}, {}),
+    ({"text": "with \"quotes\", commas, {braces}"}, {"n": [{}, [], ""]})])
+def test_a_full_operator_state_is_its_whole_parts_and_named_maps_spliced(first, second):
+    """The bytes a full checkpoint writes for an operator (`dump_checkpoint`): those of its
+    whole parts and of its named maps, encoded apart and joined, are the bytes of encoding the
+    snapshot in one piece."""
+    joined = _joined(orjson.dumps(first), orjson.dumps(second))
+    assert joined == orjson.dumps({**first, **second})
+    assert orjson.dumps({"operator": orjson.Fragment(joined), "seq": 3}) == orjson.dumps(
+        {"operator": {**first, **second}, "seq": 3})

@@ -97,9 +97,8 @@ class CheckpointChain:
     records_total: int
     full_bytes: int
     delta_bytes: int
-    # The bytes an entry of the operator's named maps took in the full checkpoint (its raw
-    # bytes less the operator's other parts, over `SnapshotParts.entries`); 0 when it held
-    # none.
+    # The bytes an entry of the operator's named maps took in the full checkpoint (the named
+    # maps' encoded bytes over `SnapshotParts.entries`); 0 when it held none.
     entry_bytes: float = 0.0
     # The bytes of the full checkpoint's other parts: the host's (watermarks, positions, the
     # source's identity and fingerprints), about the same in every checkpoint.
@@ -333,17 +332,18 @@ def dump_checkpoint(spec: PipelineSpec, op: Operator, source: Source,
     delta = (parts is not None and chain is not None
              and not chain.wants_full(full_after, len(whole_raw), entries))
     fps = {tp_str(*tp): source.fingerprint(tp, off) for tp, off in positions.items()}
-    # The operator's part encoded apart when it has parts (the same bytes as inline), so that
-    # a full checkpoint knows what its named maps took.
-    full_raw = b""
+    # The operator's part encoded apart when it has parts (the same bytes as inline): a full
+    # one as its whole parts' bytes and its named maps' spliced together (`_joined`), so it
+    # knows what its named maps took and encodes the whole parts once.
+    named_raw = b""
     operator: Any
     if parts is None:
         operator = op.snapshot()
     elif delta:
         operator = orjson.Fragment(whole_raw)
     else:
-        full_raw = encode_state(parts.full())  # the snapshot, built once either way
-        operator = orjson.Fragment(full_raw)
+        named_raw = encode_state(parts.named())
+        operator = orjson.Fragment(_joined(whole_raw, named_raw))
     state = {
         "operator": operator,
         "watermarks": {t: w.snapshot() for t, w in wms.items()},
@@ -366,8 +366,8 @@ def dump_checkpoint(spec: PipelineSpec, op: Operator, source: Source,
     else:
         after = CheckpointChain(
             seq, records_total, len(raw), 0,
-            entry_bytes=(len(full_raw) - len(whole_raw)) / entries if entries else 0.0,
-            host_bytes=len(raw) - len(full_raw))
+            entry_bytes=len(named_raw) / entries if entries else 0.0,
+            host_bytes=len(raw) - len(whole_raw) - len(named_raw))
     serializer = DELTA_SERIALIZER if delta else SERIALIZER
     sm = op.state_metrics()
     meta = {
@@ -390,6 +390,16 @@ def dump_checkpoint(spec: PipelineSpec, op: Operator, source: Source,
     dump = CheckpointDump(key, seq, op.state_schema, meta, time.perf_counter() - t0, raw,
                           serializer=serializer)
     return dump, after
+
+
+def _joined(first: bytes, second: bytes) -> bytes:
+    """Two encoded JSON objects as one, the first's members then the second's: the bytes of
+    encoding `{**a, **b}` where the two share no key."""
+    if first == b"{}":
+        return second
+    if second == b"{}":
+        return first
+    return first[:-1] + b"," + second[1:]
 
 
 def encode_state(state: dict) -> bytes:

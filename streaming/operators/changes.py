@@ -146,7 +146,11 @@ class SnapshotParts:
 
     def full(self) -> dict[str, Any]:
         """The whole snapshot: what `snapshot()` returns and a full checkpoint holds."""
-        return {**self.whole, **{k: p.full() for k, p in self.rows.items()},
+        return {**self.whole, **self.named()}
+
+    def named(self) -> dict[str, Any]:
+        """The named maps whole, by their snapshot keys: the snapshot less `whole`."""
+        return {**{k: p.full() for k, p in self.rows.items()},
                 **{k: p.lists for k, p in self.appended.items()},
                 **{k: p.full() for k, p in self.grouped.items()}}
 
