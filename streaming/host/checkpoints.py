@@ -116,8 +116,8 @@ class CheckpointChain:
         measured (measuring it is serializing it, which is what a full checkpoint costs): the
         operator's whole parts as they are, the host's as in the last full checkpoint, and the
         entries now at the bytes per entry of that checkpoint.
-        - A state of about steady size (the receipt scorer's dedup horizon): full again once
-          the deltas add up to `full_after` times it.
+        - A state of about steady size (a window that turns over): full again once the deltas
+          add up to `full_after` times it, as the rule before this one had it.
         - A state that grows (the ledger's identities, every payment ever seen): its deltas
           are mostly its new entries, which restore needs anyway and a full checkpoint would
           only write again. Full again only once the rewrites within the deltas (a window's
