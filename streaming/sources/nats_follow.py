@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 
 from ..timeutil import NEG_INF
 from .filelog import TP, RawRecord, SourceError
-from .nats import NatsSource
+from .nats import NatsSource, delivery_of
 from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, SourceFault, arrival_jump,
-                      arrival_suspect, jump_fault, own_arrival, partition_frontier,
+                      arrival_suspect, jump_fault, own_arrivals, partition_frontier,
                       trailing_jump, wall_clock_us)
 
 
@@ -157,13 +157,11 @@ class NatsFollowSource(NatsSource):
             self._stamps[tp] = {}
 
             async def on_message(msg, tp=tp) -> None:
-                meta = msg.metadata
-                seq = meta.sequence.stream
+                seq, pending, stamp = delivery_of(msg.reply)
                 if seq <= self._queued_seq[tp]:
                     return  # redelivered after a consumer reset: already queued
                 self._queued_seq[tp] = seq
-                self._server_pending[tp] = meta.num_pending
-                stamp = int(meta.timestamp.timestamp() * 1e9) if meta.timestamp else 0
+                self._server_pending[tp] = pending
                 self._inbox.append((tp, seq, msg.data, stamp))
                 self._wakeup.set()
 
@@ -184,17 +182,24 @@ class NatsFollowSource(NatsSource):
         inbox = self._inbox
         held = self._held
         while inbox and len(out) < max_records:
-            tp, seq, data, stamp = inbox.popleft()
-            own = own_arrival(data, self._arrival_field.get(tp[0], "arrival_time"))
-            item = (seq, data, stamp, own)
-            waiting = held.get(tp)
-            if waiting is None and self._unconfirmed(tp, own):
-                waiting = held[tp] = collections.deque()
-            if waiting is not None:
-                waiting.append(item)
-                out.extend(self._judge_held(tp))
-            else:
-                out.append(self._append(tp, item, None))
+            # The next deliveries' own arrivals read together (one decoder call per arrival
+            # field, not one per line); those this poll does not reach go back, in order.
+            chunk = [inbox.popleft() for _ in range(min(len(inbox), max_records - len(out)))]
+            owns = self._own_arrivals(chunk)
+            for k, (tp, seq, data, stamp) in enumerate(chunk):
+                if len(out) >= max_records:
+                    inbox.extendleft(reversed(chunk[k:]))
+                    break
+                own = owns[k]
+                item = (seq, data, stamp, own)
+                waiting = held.get(tp)
+                if waiting is None and self._unconfirmed(tp, own):
+                    waiting = held[tp] = collections.deque()
+                if waiting is not None:
+                    waiting.append(item)
+                    out.extend(self._judge_held(tp))
+                else:
+                    out.append(self._append(tp, item, None))
         # Records of other subjects may have confirmed a held one.
         while held:
             released = [r for tp in list(held) for r in self._judge_held(tp)]
@@ -204,6 +209,19 @@ class NatsFollowSource(NatsSource):
         if inbox:
             self._wakeup.set()
         return out
+
+    def _own_arrivals(self, chunk: list[tuple]) -> list[int | None]:
+        """The own arrival (`own_arrivals`) of each delivery `(tp, seq, data, stamp)`."""
+        fields = self._arrival_field
+        by_field: dict[str, list[int]] = {}
+        for k, item in enumerate(chunk):
+            by_field.setdefault(fields.get(item[0][0], "arrival_time"), []).append(k)
+        owns: list[int | None] = [None] * len(chunk)
+        for field_name, at in by_field.items():
+            got = own_arrivals([chunk[k][2] for k in at], field_name)
+            for k, (_, own) in zip(at, got, strict=True):
+                owns[k] = own
+        return owns
 
     def _prev(self, tp: TP) -> int:
         arrivals = self._arrivals[tp]
@@ -228,6 +246,10 @@ class NatsFollowSource(NatsSource):
         if not self._hold:
             return False
         prev = self._prev(tp)
+        if not arrival_suspect(own, prev, self.max_arrival_jump_us):
+            # Nearly every record: `trailing_jump` would say no before it used the other
+            # subjects' frontier, which costs a pass over every subject.
+            return False
         return trailing_jump(own, prev, self._others_frontier(tp), self.max_arrival_jump_us,
                              wall_clock_us()) is not None
 

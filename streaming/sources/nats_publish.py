@@ -19,6 +19,8 @@ import zlib
 from dataclasses import dataclass
 from collections.abc import Callable
 
+import orjson
+
 from .filelog import FileLog, SourceError
 from .nats import NatsLocation, connect, decode_layout, encode_layout, run_private
 
@@ -109,6 +111,77 @@ class Routing:
         return partition_of(data, self.partitions)
 
 
+class AckWindow:
+    """The server's acknowledgements of one window of published messages. Message k of the
+    window asks for its reply at `prefix + str(k)`; one subscription (`prefix*`) takes them all.
+
+    The client's own acknowledged publish made a future, a random token (a system call) and a
+    timed semaphore wait for every message: about two thirds of the publisher's time, which
+    held `riskstream nats publish` near 11,000 messages/s here (docs/performance.md,
+    forty-fourth round). A JetStream acknowledgement is a JSON reply, so the replies of a
+    window are kept as they come and read in publish order once all are in."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self._replies: dict[int, tuple[bytes, str | None]] = {}
+        self._expected = 0
+        self._all_in = asyncio.Event()
+
+    def reply_subject(self, k: int) -> str:
+        return f"{self.prefix}{k}"
+
+    def expect(self, n: int) -> None:
+        """A new window of `n` messages is about to be published."""
+        self._replies = {}
+        self._expected = n
+        self._all_in.clear()
+
+    async def on_reply(self, msg) -> None:
+        try:
+            k = int(msg.subject[len(self.prefix):])
+        except ValueError:
+            return
+        if k >= self._expected or k in self._replies:
+            # Not one this window waits for. (A reply of an earlier window cannot come late:
+            # each window waits for all of its own.)
+            return
+        status = msg.headers.get("Status") if msg.headers else None
+        self._replies[k] = (msg.data, status)
+        if len(self._replies) == self._expected:
+            self._all_in.set()
+
+    async def wait(self, timeout_s: float) -> None:
+        """Until every message of the window is acknowledged; PublishError after `timeout_s`
+        without one."""
+        while len(self._replies) < self._expected:
+            have = len(self._replies)
+            try:
+                await asyncio.wait_for(self._all_in.wait(), timeout_s)
+            except TimeoutError:
+                if len(self._replies) == have:
+                    raise PublishError(
+                        f"the server acknowledged {have} of {self._expected} messages and no "
+                        f"more within {timeout_s} s") from None
+
+    def ack(self, k: int, what: str) -> tuple[int, bool]:
+        """(stream sequence, duplicate) of message k; PublishError, naming `what`, when the
+        server refused it or no stream took its subject."""
+        data, status = self._replies[k]
+        if status:
+            raise PublishError(f"{what}: no stream stored it (status {status}"
+                               + (", no responders)" if status == "503" else ")"))
+        try:
+            reply = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise PublishError(f"{what}: the server replied {data[:200]!r}, not an "
+                               "acknowledgement") from None
+        error = reply.get("error") if isinstance(reply, dict) else None
+        if error is not None or not isinstance(reply, dict) or "seq" not in reply:
+            detail = error.get("description", error) if isinstance(error, dict) else reply
+            raise PublishError(f"{what}: the stream refused it: {detail}")
+        return int(reply["seq"]), bool(reply.get("duplicate", False))
+
+
 def publish_file_log(root: str, location: str, recreate: bool = False,
                      partitioner: str = DEFAULT_PARTITIONER,
                      progress: Callable[[int, int], None] | None = None,
@@ -168,30 +241,36 @@ def publish_file_log(root: str, location: str, recreate: bool = False,
             last_seq = 0
             duplicates = 0
             added: dict[str, int] = {}
-            for start in range(0, len(records), window_size):
-                window = records[start:start + window_size]
-                subjects = [loc.subject(r.topic, routing.partition(r)) for r in window]
-                futures = [await js.publish_async(
-                    subject, r.line,
-                    headers={"Nats-Msg-Id": f"{digest}/{r.topic}/p{r.partition}/{r.offset}"})
-                    for r, subject in zip(window, subjects, strict=True)]
-                for r, subject, fut in zip(window, subjects, futures, strict=True):
-                    ack = await fut
-                    if ack.duplicate:
-                        duplicates += 1
-                        continue
-                    # One connection keeps publish order; the check proves it per message.
-                    if ack.seq <= last_seq:
-                        raise PublishError(f"{r.topic}/p{r.partition} offset {r.offset} was "
-                                           f"stored as sequence {ack.seq} after {last_seq}")
-                    last_seq = ack.seq
-                    added[subject] = added.get(subject, 0) + 1
-                if progress:
-                    progress(start + len(window), len(records))
-                if rate is not None:
-                    ahead = t0 + (start + len(window)) / rate - time.perf_counter()
-                    if ahead > 0:
-                        await asyncio.sleep(ahead)
+            acks = AckWindow(nc.new_inbox() + ".")
+            sub = await nc.subscribe(acks.prefix + "*", cb=acks.on_reply)
+            try:
+                for start in range(0, len(records), window_size):
+                    window = records[start:start + window_size]
+                    subjects = [loc.subject(r.topic, routing.partition(r)) for r in window]
+                    acks.expect(len(window))
+                    for k, (r, subject) in enumerate(zip(window, subjects, strict=True)):
+                        await nc.publish(subject, r.line, reply=acks.reply_subject(k), headers={
+                            "Nats-Msg-Id": f"{digest}/{r.topic}/p{r.partition}/{r.offset}"})
+                    await acks.wait(loc.timeout_s)
+                    for k, (r, subject) in enumerate(zip(window, subjects, strict=True)):
+                        seq, duplicate = acks.ack(k, f"{r.topic}/p{r.partition} offset {r.offset}")
+                        if duplicate:
+                            duplicates += 1
+                            continue
+                        # One connection keeps publish order; the check proves it per message.
+                        if seq <= last_seq:
+                            raise PublishError(f"{r.topic}/p{r.partition} offset {r.offset} was "
+                                               f"stored as sequence {seq} after {last_seq}")
+                        last_seq = seq
+                        added[subject] = added.get(subject, 0) + 1
+                    if progress:
+                        progress(start + len(window), len(records))
+                    if rate is not None:
+                        ahead = t0 + (start + len(window)) / rate - time.perf_counter()
+                        if ahead > 0:
+                            await asyncio.sleep(ahead)
+            finally:
+                await sub.unsubscribe()
             info = await js.stream_info(loc.stream, subjects_filter=f"{loc.stream}.>")
         finally:
             await nc.close()
