@@ -13,8 +13,8 @@ import orjson
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from streaming.sources.records import (RawRecord, json_object, object_arrival, own_arrival,
-                                       own_arrivals)
+from streaming.sources.records import (RawRecord, arrival_column, json_object, object_arrival,
+                                       own_arrival, own_arrivals)
 from streaming.timeutil import TimeFormatError, parse_utc_us
 
 FIELDS = ("arrival_time", "received_at")
@@ -212,3 +212,17 @@ def test_a_block_read_in_one_call_never_gives_a_line_another_lines_arrival() -> 
         assert got == [(line, old_rule(line, "arrival_time")[1]) for line in block], block
     assert [own for _, own in own_arrivals([one, one], "arrival_time")] == [
         parse_utc_us("2026-10-06T09:00:03Z")] * 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(lines(), max_size=6), st.integers(0, 2500), st.integers(1, 5))
+def test_arrival_column_is_own_arrival_per_line_across_blocks(odd: list[bytes], at: int,
+                                                               block: int) -> None:
+    # Odd lines fall anywhere in a column of several blocks (small ones, so that the same
+    # odd lines also straddle block edges): every line keeps its own arrival.
+    plain = [b'{"id":%d,"arrival_time":"2026-10-06T09:%02d:%02dZ"}' % (i, i // 60 % 60, i % 60)
+             for i in range(2500)]
+    column = plain[:at] + odd + plain[at:]
+    want = [own_arrival(line, "arrival_time") for line in column]
+    assert arrival_column(column, "arrival_time") == want
+    assert arrival_column(column, "arrival_time", block) == want

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from ..timeutil import NEG_INF
 from .filelog import TP, RawRecord, SourceError
 from .nats import NatsSource, delivery_of
-from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, SourceFault, arrival_jump,
-                      arrival_suspect, jump_fault, own_arrivals, partition_frontier,
+from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, SourceFault, arrival_column,
+                      arrival_jump, arrival_suspect, jump_fault, partition_frontier,
                       trailing_jump, wall_clock_us)
 
 
@@ -211,15 +211,15 @@ class NatsFollowSource(NatsSource):
         return out
 
     def _own_arrivals(self, chunk: list[tuple]) -> list[int | None]:
-        """The own arrival (`own_arrivals`) of each delivery `(tp, seq, data, stamp)`."""
+        """The own arrival (`own_arrival`) of each delivery `(tp, seq, data, stamp)`."""
         fields = self._arrival_field
         by_field: dict[str, list[int]] = {}
         for k, item in enumerate(chunk):
             by_field.setdefault(fields.get(item[0][0], "arrival_time"), []).append(k)
         owns: list[int | None] = [None] * len(chunk)
         for field_name, at in by_field.items():
-            got = own_arrivals([chunk[k][2] for k in at], field_name)
-            for k, (_, own) in zip(at, got, strict=True):
+            got = arrival_column([chunk[k][2] for k in at], field_name)
+            for k, own in zip(at, got, strict=True):
                 owns[k] = own
         return owns
 
