@@ -160,9 +160,9 @@ def delivery_of(reply: str) -> tuple[int, int, int]:
     <delivered>.<stream seq>.<consumer seq>.<ns>.<pending>`, or the form with a domain and an
     account hash after `$JS.ACK.` (and a token at the end).
 
-    The client's `Msg.metadata` reads the same tokens into a dataclass with a datetime: about
-    a sixth of a following worker's delivery thread, which its main thread competes with for
-    the interpreter (docs/performance.md, forty-fourth round)."""
+    The client's `Msg.metadata` reads the same tokens into a dataclass with a datetime: 13% of
+    a following worker's delivery thread's samples (a fifth of its busy time), a thread the
+    worker's own competes with for the interpreter (docs/performance.md, forty-fourth round)."""
     tokens = reply.split(".") if reply else []
     n = len(tokens)
     if n >= 9 and tokens[0] == "$JS" and tokens[1] == "ACK":
