@@ -116,10 +116,11 @@ class AckWindow:
     window asks for its reply at `prefix + str(k)`; one subscription (`prefix*`) takes them all.
 
     The client's own acknowledged publish made a future, a random token (a system call) and a
-    timed semaphore wait for every message: about two thirds of the publisher's time, which
-    held `riskstream nats publish` near 11,000 messages/s here (docs/performance.md,
-    forty-fourth round). A JetStream acknowledgement is a JSON reply, so the replies of a
-    window are kept as they come and read in publish order once all are in."""
+    timed semaphore wait for every message: nearly three quarters of the publishing
+    coroutine's time, which held `riskstream nats publish` near 17,000 messages/s here
+    (docs/performance.md, forty-fourth round). A JetStream acknowledgement is a JSON reply,
+    so the replies of a window are kept as they come and read in publish order once all are
+    in."""
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
