@@ -13,13 +13,11 @@ import uuid
 
 import pytest
 from click.testing import CliRunner
-from nats.aio.msg import Msg
 from sqlalchemy import select
 
 from streaming.cli.join import outcome_rows, pair_rows
 from streaming.cli.main import cli
-from streaming.sources.nats import delivery_of
-from streaming.sources.filelog import FileLog, SourceError
+from streaming.sources.filelog import FileLog
 from streaming.store import schema as S
 from streaming.store.ops import Store
 from tests.conftest import need_service
@@ -30,29 +28,6 @@ NATS_HOST, NATS_PORT = "127.0.0.1", 4222
 TOPICS = ["payments", "risk_signals"]
 # Small batches and checkpoints so the seed (470 records) spans several of each.
 RUN_ARGS = ["--batch-size", "100", "--checkpoint-every", "200", "--quiet"]
-
-
-# A delivery's reply subject, in both of the server's forms (the second with a domain and an
-# account hash, and a token at the end, which may be absent).
-V1 = "$JS.ACK.orders.cons-1.3.1042.17.1764998400123456789.55"
-V2 = "$JS.ACK.hub.ACCHASH.orders.cons-1.3.1042.17.1764998400123456789.55.tok9"
-
-
-@pytest.mark.parametrize("reply", [V1, V2, V2.rsplit(".", 1)[0]])
-def test_delivery_is_read_as_the_clients_metadata_reads_it(reply):
-    meta = Msg(None, subject="orders.payments.p0", reply=reply).metadata  # type: ignore[arg-type]
-    seq, pending, stamp = delivery_of(reply)
-    assert (seq, pending) == (meta.sequence.stream, meta.num_pending) == (1042, 55)
-    # The exact nanoseconds; the client's datetime keeps them to the microsecond, rounded.
-    assert stamp == 1764998400123456789
-    assert abs(stamp / 1000 - meta.timestamp.timestamp() * 1e6) <= 1
-
-
-@pytest.mark.parametrize("reply", ["", "_INBOX.abc.1", "$JS.ACK.s.c.1.x.2.3.4",
-                                   "$JS.ACK.too.short", "$JS.API.s.c.1.2.3.4.5"])
-def test_a_reply_that_is_not_a_jetstream_delivery_is_refused(reply):
-    with pytest.raises(SourceError, match="not a JetStream acknowledgement subject"):
-        delivery_of(reply)
 
 
 @pytest.fixture

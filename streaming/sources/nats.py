@@ -7,8 +7,9 @@ partition that never received a message still counts. Offsets are 0-based per su
 source maps them to JetStream stream sequences internally.
 
 Reading: a run reads a snapshot. At open the source asks the server how many messages each
-subject holds, then fetches exactly those with one ordered consumer per subject (ephemeral,
-no acks) on a private event loop, and closes the connection. Records
+subject holds (the client library, on a private event loop), then fetches exactly those with
+one ephemeral pull consumer per subject (no acks, deleted afterwards) over a connection that
+speaks the client protocol itself (`nats_wire`), and closes both connections. Records
 published later are read by the next run, exactly as a file log that grew. Replay order,
 arrival times and `caught_up` follow the file log's rules (shared functions), so a recording
 replays in the same order from either source.
@@ -32,6 +33,7 @@ import orjson
 
 from .filelog import (DEFAULT_MAX_ARRIVAL_JUMP_US, TP, PartitionBuffer, SourceError,
                       SourceFault, decode_partitions)
+from .nats_wire import WireConnection
 
 log = logging.getLogger(__name__)
 
@@ -154,29 +156,6 @@ def removed_messages(state) -> int:
     return state.last_seq - state.messages
 
 
-def delivery_of(reply: str) -> tuple[int, int, int]:
-    """(stream sequence, messages pending, JetStream timestamp in ns) of a message a
-    JetStream consumer delivered, read from its reply subject: `$JS.ACK.<stream>.<consumer>.
-    <delivered>.<stream seq>.<consumer seq>.<ns>.<pending>`, or the form with a domain and an
-    account hash after `$JS.ACK.` (and a token at the end).
-
-    The client's `Msg.metadata` reads the same tokens into a dataclass with a datetime: 13% of
-    a following worker's delivery thread's samples (a fifth of its busy time), a thread the
-    worker's own competes with for the interpreter (docs/performance.md, forty-fourth round)."""
-    tokens = reply.split(".") if reply else []
-    n = len(tokens)
-    if n >= 9 and tokens[0] == "$JS" and tokens[1] == "ACK":
-        try:
-            if n == 9:
-                return int(tokens[5]), int(tokens[8]), int(tokens[7])
-            if n >= 11:
-                return int(tokens[7]), int(tokens[10]), int(tokens[9])
-        except ValueError:
-            pass
-    raise SourceError(f"a delivered message's reply subject {reply[:200]!r} is not a "
-                      "JetStream acknowledgement subject")
-
-
 class NatsSource(PartitionBuffer):
     kind = "nats"
 
@@ -195,7 +174,7 @@ class NatsSource(PartitionBuffer):
         self.partition_counts: dict[str, int] = {}
         self.partitioner = ""
         self.stream_created = ""
-        run_private(self._load)
+        self._fetch(run_private(self._load))
         self._faults, self._arrivals, held = decode_partitions(
             self._lines, self._arrival_field, max_arrival_jump_us, self._hold_trailing())
         for tp in held:
@@ -211,7 +190,9 @@ class NatsSource(PartitionBuffer):
         return False
 
     # -- loading -----------------------------------------------------------------------------
-    async def _load(self) -> None:
+    async def _load(self) -> list[tuple[TP, int]]:
+        """The stream's layout and how many messages each subject holds now: the
+        snapshot, as (topic-partition, count) in reading order."""
         from nats.js.errors import NotFoundError
         loc = self.location
         nc = await connect(loc)
@@ -234,6 +215,7 @@ class NatsSource(PartitionBuffer):
             self.partitioner = str(layout.get("partitioner", ""))
             self.stream_created = info.created.isoformat() if info.created else ""
             counts = info.state.subjects or {}
+            wanted: list[tuple[TP, int]] = []
             for topic in self.topics:
                 n = layout["partitions"].get(topic)
                 if n is None:
@@ -246,59 +228,35 @@ class NatsSource(PartitionBuffer):
                 if outside:
                     raise SourceError(f"stream {loc.stream!r} holds messages on {outside}, "
                                       f"outside its declared {n} partition(s) of {topic!r}")
-                for p in range(n):
-                    await self._fetch_subject(js, (topic, p), counts.get(loc.subject(topic, p), 0))
+                wanted += [((topic, p), counts.get(loc.subject(topic, p), 0)) for p in range(n)]
+            return wanted
         finally:
             await nc.close()
 
-    async def _fetch_subject(self, js, tp: TP, count: int) -> None:
-        """Fetch the first `count` messages of one subject, in stream order, through an
-        ordered consumer (server-side ephemeral, no acks, flow-controlled; the client recreates
-        it from the last sequence on a gap). A callback keeps per-message cost low: a pull
-        fetch costs one awaited queue read per message, about three times slower here."""
+    def owns(self, tp: TP) -> bool:
+        """Whether this source reads `tp` (a following worker reads only its own)."""
+        return True
+
+    def _fetch(self, wanted: list[tuple[TP, int]]) -> None:
+        """Read the snapshot: each subject's first `count` messages, in stream order, over one
+        connection of the client protocol's own (`nats_wire`: the client library's
+        per-message work was most of a snapshot's reading)."""
         loc = self.location
-        lines: list[bytes] = []
-        seqs: list[int] = []
-        self._lines[tp] = lines
-        self._seqs[tp] = seqs
-        if count == 0:
-            return
-        subject = loc.subject(*tp)
-        done = asyncio.get_running_loop().create_future()
-        problem: list[str] = []
-
-        async def on_message(msg) -> None:
-            if len(lines) >= count:
-                return  # published after the snapshot: the next run reads it
-            seq = delivery_of(msg.reply)[0]
-            if seqs and seq <= seqs[-1]:
-                problem.append(f"stream sequence {seq} after {seqs[-1]}")
-            seqs.append(seq)
-            lines.append(msg.data)
-            if (len(lines) == count or problem) and not done.done():
-                done.set_result(None)
-
-        from nats.js.api import DeliverPolicy
-        sub = await js.subscribe(subject, stream=loc.stream, ordered_consumer=True,
-                                 deliver_policy=DeliverPolicy.ALL, cb=on_message)
+        conn = None
         try:
-            seen = -1
-            # Wait while messages keep arriving; a stall of `timeout` seconds is an error.
-            while not done.done():
-                if len(lines) == seen:
-                    raise SourceError(f"{subject}: received {len(lines)} of {count} messages, "
-                                      f"then nothing for {loc.timeout_s}s")
-                seen = len(lines)
-                try:
-                    await asyncio.wait_for(asyncio.shield(done), loc.timeout_s)
-                except TimeoutError:
-                    pass
+            for tp, count in wanted:
+                lines: list[bytes] = []
+                seqs: list[int] = []
+                if count and self.owns(tp):
+                    if conn is None:
+                        conn = WireConnection(loc.server, loc.server_address, loc.timeout_s)
+                    lines, seqs = conn.fetch_subject(loc.stream, loc.subject(*tp), count)
+                self._lines[tp] = lines
+                self._seqs[tp] = seqs
         finally:
-            await sub.unsubscribe()
-        if problem:
-            raise SourceError(f"{subject}: {problem[0]}")
+            if conn is not None:
+                conn.close()
 
-    # -- positions ---------------------------------------------------------------------------
     def stream_sequence(self, tp: TP, offset: int) -> int:
         """The JetStream stream sequence of the subject's message at `offset`."""
         return self._seqs[tp][offset]

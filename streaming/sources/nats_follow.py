@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 from ..timeutil import NEG_INF
 from .filelog import TP, RawRecord, SourceError
-from .nats import NatsSource, delivery_of
+from .nats import NatsSource
+from .nats_wire import delivery_of
 from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, SourceFault, arrival_column,
                       arrival_jump, arrival_suspect, jump_fault, partition_frontier,
                       trailing_jump, wall_clock_us)
@@ -102,13 +103,6 @@ class NatsFollowSource(NatsSource):
 
     def owns(self, tp: TP) -> bool:
         return self.owned is None or tp in self.owned
-
-    async def _fetch_subject(self, js, tp: TP, count: int) -> None:
-        if not self.owns(tp):
-            self._lines[tp] = []
-            self._seqs[tp] = []
-            return
-        await super()._fetch_subject(js, tp, count)
 
     # -- the live tail -------------------------------------------------------------------------
     def _start_tail(self) -> None:

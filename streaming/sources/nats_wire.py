@@ -1,0 +1,351 @@
+"""A snapshot's messages pulled from JetStream over the NATS client protocol itself.
+
+Why not the client library: reading a snapshot through it took about 10 µs a message (a
+1,000,000-message snapshot opened in 11.3-11.7 s), most of it the client's own Python: a
+regular expression per frame, a header dict and a `Msg` per message, a queue hop to the
+callback, the ordered consumer's metadata. The source needs three things of each message: its
+bytes, its stream sequence and that it came in order (docs/performance.md, forty-fifth
+round). This module speaks just enough of the
+protocol for that, on one blocking socket:
+
+- connect: the server's `INFO`, our `CONNECT` (headers on, no echo, the URL's credentials as
+  the client library sends them: user and password, or a lone user as a token) and a
+  `PING`/`PONG`, so a refusal (`-ERR`) is seen at once;
+- two subscriptions on a private inbox: one for API replies, one for deliveries (a delivery
+  names its message's own subject, so the subscription tells them apart);
+- per subject: an ephemeral pull consumer (deliver all, no acks, filtered to the subject),
+  batches pulled one request at a time (`PULL_BATCH` messages, each request expiring after the
+  location's timeout), and the consumer deleted at the end;
+- frames parsed from a buffer of whole socket reads: `MSG`/`HMSG` (a status in an `HMSG`'s
+  headers ends a pull request), `PING` (answered), `-ERR` (fatal), `INFO`/`+OK`/`PONG`.
+
+The server sends a pull request's messages in stream order; a subject's first `count`
+messages are exactly the snapshot's, since the source refuses streams that lost messages.
+A stall (nothing for the timeout) and every refusal are `SourceError`s naming the subject."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import orjson
+
+from .records import SourceError
+
+# Messages asked for per pull request: one request in flight, so a batch's round trip is paid
+# once per this many messages (its bytes, ~2 MB of a 250-byte recording, stay far below the
+# server's 64 MB allowance for a slow reader).
+PULL_BATCH = 8192
+# Bytes asked of the socket per read.
+_READ = 1 << 20
+_CRLF = b"\r\n"
+# How much longer than a pull request's expiry a read waits for the server's word on it.
+_STATUS_GRACE_S = 1.0
+# The connection's two subscriptions.
+_REPLIES, _DELIVERIES = 1, 2
+_REPLIES_SID, _DELIVERIES_SID = b"1", b"2"
+# A consumer left behind by a process that died mid-read goes after this long without reads.
+_INACTIVE_NS = 60 * 1_000_000_000
+
+
+def delivery_of(reply: str) -> tuple[int, int, int]:
+    """(stream sequence, messages pending, JetStream timestamp in ns) of a message a
+    JetStream consumer delivered, read from its reply subject: `$JS.ACK.<stream>.<consumer>.
+    <delivered>.<stream seq>.<consumer seq>.<ns>.<pending>`, or the form with a domain and an
+    account hash after `$JS.ACK.` (and a token at the end).
+
+    The client's `Msg.metadata` reads the same tokens into a dataclass with a datetime: 13% of
+    a following worker's delivery thread's samples (a fifth of its busy time), a thread the
+    worker's own competes with for the interpreter (docs/performance.md, forty-fourth round)."""
+    tokens = reply.split(".") if reply else []
+    n = len(tokens)
+    if n >= 9 and tokens[0] == "$JS" and tokens[1] == "ACK":
+        try:
+            if n == 9:
+                return int(tokens[5]), int(tokens[8]), int(tokens[7])
+            if n >= 11:
+                return int(tokens[7]), int(tokens[10]), int(tokens[9])
+        except ValueError:
+            pass
+    raise SourceError(f"a delivered message's reply subject {reply[:200]!r} is not a "
+                      "JetStream acknowledgement subject")
+
+
+def _status(headers: bytes) -> tuple[int, str] | None:
+    """(code, description) of a status message's headers (`NATS/1.0 408 Request Timeout`);
+    None for a message's own headers (`NATS/1.0` alone on the first line)."""
+    if headers[8:9] != b" ":  # asked of every message: the cheap test first
+        return None
+    first = headers.split(_CRLF, 1)[0]
+    try:
+        return int(first[9:12]), first[13:].decode("utf-8", "replace").strip()
+    except ValueError:
+        return None
+
+
+class ServerRefused(SourceError):
+    """The server's `-ERR`: its reason (it closes the connection after most of them)."""
+
+    def __str__(self) -> str:
+        return f"the NATS server refused: {self.args[0]}"
+
+
+class Frame:
+    """A message frame: its subject, the subscription it came through (`sid`), its reply
+    subject (b"" for none), headers (b"" for `MSG`) and payload. A JetStream delivery names
+    the message's own subject, not the inbox it was sent to: deliveries are told apart by
+    their subscription."""
+
+    __slots__ = ("subject", "sid", "reply", "headers", "data")
+
+    def __init__(self, subject: bytes, sid: bytes, reply: bytes, headers: bytes, data: bytes):
+        self.subject, self.sid, self.reply = subject, sid, reply
+        self.headers, self.data = headers, data
+
+
+class WireReader:
+    """Frames from the bytes a NATS server sends, fed in pieces as they are read (any split,
+    even inside a control line or a payload). Control frames the reader answers or ignores;
+    `frames` yields message frames only and says when it needs more bytes."""
+
+    def __init__(self) -> None:
+        self.data = b""
+        self.pos = 0
+        self.pings = 0  # server PINGs seen: each owes a PONG (the connection sends it)
+        self.pongs = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.data = self.data[self.pos:] + chunk if self.pos < len(self.data) else chunk
+        self.pos = 0
+
+    def frames(self) -> Iterator[Frame]:
+        """Message frames in the buffer, in order; stops at the first incomplete frame."""
+        while True:
+            data, pos = self.data, self.pos
+            end = data.find(_CRLF, pos)
+            if end < 0:
+                return
+            op = data[pos:pos + 4]
+            if op == b"HMSG" or op[:3] == b"MSG":
+                parts = data[pos:end].split()
+                headed = op == b"HMSG"
+                size = int(parts[-1])
+                start = end + 2
+                stop = start + size
+                if stop + 2 > len(data):
+                    return  # the payload is not all here yet
+                hsize = int(parts[-2]) if headed else 0
+                # subject sid [reply] [header size] size
+                reply = parts[3] if len(parts) == (6 if headed else 5) else b""
+                self.pos = stop + 2
+                yield Frame(parts[1], parts[2], reply, data[start:start + hsize],
+                            data[start + hsize:stop])
+                continue
+            line = data[pos:end]
+            self.pos = end + 2
+            if line == b"PING":
+                self.pings += 1
+            elif line == b"PONG":
+                self.pongs += 1
+            elif line.startswith(b"-ERR"):
+                raise ServerRefused(line[5:].decode("utf-8", "replace").strip().strip("'"))
+            elif line.startswith((b"INFO", b"+OK")) or not line:
+                pass
+            else:
+                raise SourceError(f"unexpected line from the NATS server: {line[:200]!r}")
+
+
+class WireConnection:
+    """One blocking connection to a NATS server (see the module's docstring)."""
+
+    def __init__(self, server: str, address: str, timeout_s: float):
+        self.address = address
+        self.timeout_s = timeout_s
+        url = urlsplit(server)
+        try:
+            self.sock = socket.create_connection((url.hostname, url.port or 4222), timeout_s)
+        except OSError as exc:
+            raise SourceError(f"cannot connect to NATS at {address}: {exc}") from None
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # A pull request expires after the timeout and the server then says so (status 408):
+        # reads wait a little longer, so a stall is reported as the server saw it.
+        self.sock.settimeout(timeout_s + _STATUS_GRACE_S)
+        self.reader = WireReader()
+        self.inbox = f"_INBOX.rs{os.urandom(8).hex()}"
+        self.deliveries = f"{self.inbox}.m"
+        self._requests = 0
+        try:
+            info = self._info()
+            if info.get("tls_required"):
+                raise SourceError(f"the NATS server at {address} requires TLS, which a "
+                                  f"nats:// location does not use")
+            options: dict = {"verbose": False, "pedantic": False, "lang": "python",
+                             "version": "riskstream", "protocol": 1, "headers": True,
+                             "no_responders": True, "echo": False, "name": "riskstream-snapshot"}
+            if url.username is not None and url.password is not None:
+                options["user"], options["pass"] = url.username, url.password
+            elif url.username is not None:
+                options["auth_token"] = url.username
+            self._send(b"CONNECT " + orjson.dumps(options) + b"\r\nPING\r\n")
+            while self.reader.pongs == 0:
+                self._read("waiting for the server to accept the connection")
+                try:
+                    for frame in self.reader.frames():
+                        raise SourceError(f"unexpected message on {frame.subject!r} while "
+                                          f"connecting")
+                except ServerRefused as exc:
+                    raise SourceError(f"cannot connect to NATS at {address}: {exc}") from None
+            # API replies come through one subscription, deliveries through the other.
+            self._send(f"SUB {self.inbox}.r.* {_REPLIES}\r\nSUB {self.deliveries} "
+                       f"{_DELIVERIES}\r\n".encode())
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _info(self) -> dict:
+        """The server's greeting (`INFO {...}`)."""
+        r = self.reader
+        while r.data.find(_CRLF, r.pos) < 0:
+            self._read("waiting for the server's INFO")
+        end = r.data.find(_CRLF, r.pos)
+        line = r.data[r.pos:end]
+        r.pos = end + 2
+        if not line.startswith(b"INFO "):
+            raise SourceError(f"cannot connect to NATS at {self.address}: not a NATS server "
+                              f"(it said {line[:80]!r})")
+        info = orjson.loads(line[5:])
+        return info if isinstance(info, dict) else {}
+
+    def _send(self, data: bytes) -> None:
+        """Send `data`, after a PONG for each PING the server sent (counted as frames were
+        parsed): the server closes a connection that leaves its PINGs unanswered."""
+        r = self.reader
+        if r.pings:
+            data = b"PONG\r\n" * r.pings + data
+            r.pings = 0
+        try:
+            self.sock.sendall(data)
+        except OSError as exc:
+            raise SourceError(f"NATS at {self.address}: {exc}") from None
+
+    def _read(self, doing: str) -> None:
+        """Read what the socket has, waiting up to the timeout (first answering the server's
+        PINGs, as `_send` does)."""
+        r = self.reader
+        if r.pings:
+            self._send(b"")
+        try:
+            chunk = self.sock.recv(_READ)
+        except TimeoutError:
+            raise SourceError(f"NATS at {self.address}: nothing for "
+                              f"{self.timeout_s + _STATUS_GRACE_S}s "
+                              f"{doing}") from None
+        except OSError as exc:
+            raise SourceError(f"NATS at {self.address}: {exc} {doing}") from None
+        if not chunk:
+            raise SourceError(f"NATS at {self.address} closed the connection {doing}")
+        r.feed(chunk)
+
+    def _publish(self, subject: str, reply: str, body: bytes) -> None:
+        self._send(f"PUB {subject} {reply} {len(body)}\r\n".encode() + body + _CRLF)
+
+    def request(self, subject: str, body: bytes, doing: str) -> dict:
+        """A JetStream API request's JSON reply. Deliveries on other inbox subjects cannot come
+        while no pull request is open (each pull ends before the next request)."""
+        self._requests += 1
+        reply = f"{self.inbox}.r.{self._requests}"
+        want = reply.encode()
+        self._publish(subject, reply, body)
+        while True:
+            for frame in self.reader.frames():
+                if frame.sid != _REPLIES_SID or frame.subject != want:
+                    continue  # a delivery of an ended pull, or a reply nobody waits for
+                status = _status(frame.headers) if frame.headers else None
+                if status is not None:
+                    if status[0] == 503:
+                        raise SourceError(f"NATS at {self.address}: no JetStream responds "
+                                          f"{doing} (is JetStream enabled?)")
+                    raise SourceError(f"NATS at {self.address}: status {status[0]} "
+                                      f"{status[1]} {doing}")
+                answer = orjson.loads(frame.data)
+                error = answer.get("error") if isinstance(answer, dict) else None
+                if error:
+                    raise SourceError(f"NATS at {self.address}: {error.get('description')} "
+                                      f"(code {error.get('err_code', error.get('code'))}) "
+                                      f"{doing}")
+                return answer
+            self._read(doing)
+
+    def fetch_subject(self, stream: str, subject: str, count: int
+                      ) -> tuple[list[bytes], list[int]]:
+        """The first `count` messages of `subject` and their stream sequences, in stream order,
+        through an ephemeral pull consumer deleted afterwards."""
+        lines: list[bytes] = []
+        seqs: list[int] = []
+        if count == 0:
+            return lines, seqs
+        config = {"stream_name": stream,
+                  "config": {"deliver_policy": "all", "ack_policy": "none",
+                             "replay_policy": "instant", "filter_subject": subject,
+                             "inactive_threshold": _INACTIVE_NS, "mem_storage": True,
+                             "num_replicas": 1}}
+        created = self.request(f"$JS.API.CONSUMER.CREATE.{stream}", orjson.dumps(config),
+                               f"creating a consumer of {subject}")
+        name = created.get("name")
+        if not isinstance(name, str) or not name:
+            raise SourceError(f"NATS at {self.address}: no consumer name in the reply "
+                              f"creating a consumer of {subject}")
+        try:
+            self._pull(stream, name, subject, count, lines, seqs)
+        finally:
+            try:
+                self.request(f"$JS.API.CONSUMER.DELETE.{stream}.{name}", b"",
+                             f"deleting the consumer of {subject}")
+            except SourceError:
+                pass  # inactive, the server removes it after _INACTIVE_NS
+        return lines, seqs
+
+    def _pull(self, stream: str, consumer: str, subject: str, count: int, lines: list[bytes],
+              seqs: list[int]) -> None:
+        inbox = self.deliveries
+        api = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
+        expires = int(self.timeout_s * 1_000_000_000)
+        add_line, add_seq = lines.append, seqs.append
+        last = 0
+        while len(lines) < count:
+            asked = min(PULL_BATCH, count - len(lines))
+            self._publish(api, inbox, orjson.dumps({"batch": asked, "expires": expires}))
+            got = 0
+            ended = False
+            while got < asked and not ended:
+                for frame in self.reader.frames():
+                    if frame.sid != _DELIVERIES_SID:
+                        continue  # a late reply to an earlier API request
+                    if frame.headers:
+                        status = _status(frame.headers)
+                        if status is not None:
+                            if status[0] in (404, 408):
+                                ended = True  # the request expired: ask again, or stall
+                                break
+                            raise SourceError(f"{subject}: the server ended the read with "
+                                              f"status {status[0]} {status[1]}")
+                    seq = delivery_of(frame.reply.decode("ascii", "replace"))[0]
+                    if seq <= last:
+                        raise SourceError(f"{subject}: stream sequence {seq} after {last}")
+                    last = seq
+                    add_seq(seq)
+                    add_line(frame.data)
+                    got += 1
+                    if got == asked:
+                        break
+                if got < asked and not ended:
+                    self._read(f"reading {subject}: received {len(lines)} of {count} "
+                               f"messages")
+            if ended and got == 0:
+                raise SourceError(f"{subject}: received {len(lines)} of {count} messages, "
+                                  f"then nothing for {self.timeout_s}s")

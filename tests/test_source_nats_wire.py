@@ -1,0 +1,305 @@
+"""The snapshot reader's own NATS protocol (`streaming.sources.nats_wire`): frames parsed
+however the bytes are split, statuses and refusals, deliveries' reply subjects read as the
+client library reads them; and against real servers: a subject read in several pulls equals
+what was published, a short subject is a stall with the counts, the consumer is deleted, the
+URL's credentials are sent as the client library sends them, and the server's PINGs are
+answered."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from nats.aio.msg import Msg
+
+from streaming.sources import nats_wire
+from streaming.sources.nats_wire import (ServerRefused, WireConnection, WireReader, _status,
+                                         delivery_of)
+from streaming.sources.records import SourceError
+from tests.conftest import IN_CI, need_service
+
+NATS_HOST, NATS_PORT = "127.0.0.1", 4222
+SERVER_BINARY = "/usr/sbin/nats-server"
+
+# A delivery's reply subject, in both of the server's forms (the second with a domain and an
+# account hash, and a token at the end, which may be absent).
+V1 = "$JS.ACK.orders.cons-1.3.1042.17.1764998400123456789.55"
+V2 = "$JS.ACK.hub.ACCHASH.orders.cons-1.3.1042.17.1764998400123456789.55.tok9"
+
+
+@pytest.mark.parametrize("reply", [V1, V2, V2.rsplit(".", 1)[0]])
+def test_delivery_is_read_as_the_clients_metadata_reads_it(reply):
+    meta = Msg(None, subject="orders.payments.p0", reply=reply).metadata  # type: ignore[arg-type]
+    seq, pending, stamp = delivery_of(reply)
+    assert (seq, pending) == (meta.sequence.stream, meta.num_pending) == (1042, 55)
+    # The exact nanoseconds; the client's datetime keeps them to the microsecond, rounded.
+    assert stamp == 1764998400123456789
+    assert abs(stamp / 1000 - meta.timestamp.timestamp() * 1e6) <= 1
+
+
+@pytest.mark.parametrize("reply", ["", "_INBOX.abc.1", "$JS.ACK.s.c.1.x.2.3.4",
+                                   "$JS.ACK.too.short", "$JS.API.s.c.1.2.3.4.5"])
+def test_a_reply_that_is_not_a_jetstream_delivery_is_refused(reply):
+    with pytest.raises(SourceError, match="not a JetStream acknowledgement subject"):
+        delivery_of(reply)
+
+
+def _msg(subject: bytes, sid: bytes, reply: bytes, data: bytes) -> bytes:
+    return b"MSG %s %s %s%d\r\n%s\r\n" % (subject, sid, reply + b" " if reply else b"",
+                                          len(data), data)
+
+
+def _hmsg(subject: bytes, sid: bytes, reply: bytes, headers: bytes, data: bytes) -> bytes:
+    return b"HMSG %s %s %s%d %d\r\n%s%s\r\n" % (
+        subject, sid, reply + b" " if reply else b"", len(headers), len(headers) + len(data),
+        headers, data)
+
+
+# What a server may send a reader: its greeting, a reply without headers, a delivery with
+# headers, a PING, an empty payload, a status ending a pull request, a PONG and +OK.
+WANT = [(b"_INBOX.a.r.1", b"1", b"", b"", b'{"name":"c"}'),
+        (b"s.payments.p0", b"2", b"$JS.ACK.s.c.1.7.1.1764998400000000000.3",
+         b"NATS/1.0\r\nNats-Msg-Id: r/p0/0\r\n\r\n", b'{"id":"a\r\nMSG x 1 2"}'),
+        (b"s.payments.p0", b"2", b"$JS.ACK.s.c.1.9.2.1764998400000000001.2", b"", b""),
+        (b"_INBOX.a.m", b"2", b"", b"NATS/1.0 408 Request Timeout\r\n"
+                                   b"Nats-Pending-Messages: 2\r\n\r\n", b"")]
+TRANSCRIPT = (b'INFO {"server_id":"X","headers":true,"max_payload":1048576}\r\n'
+              + _msg(*WANT[0][:3], WANT[0][4]) + _hmsg(*WANT[1]) + b"PING\r\n"
+              + _msg(*WANT[2][:3], WANT[2][4]) + _hmsg(*WANT[3]) + b"PONG\r\n+OK\r\n")
+
+
+def _read_in_pieces(data: bytes, size: int) -> tuple[list[tuple], WireReader]:
+    reader = WireReader()
+    got = []
+    for at in range(0, len(data), size):
+        reader.feed(data[at:at + size])
+        got += [(f.subject, f.sid, f.reply, f.headers, f.data) for f in reader.frames()]
+    return got, reader
+
+
+def test_frames_are_the_same_however_the_bytes_are_split():
+    assert len(TRANSCRIPT.split(b"\r\n")) > 10
+    for size in [len(TRANSCRIPT), *range(1, 40)]:
+        got, reader = _read_in_pieces(TRANSCRIPT, size)
+        assert got == WANT, size
+        assert (reader.pings, reader.pongs) == (1, 1), size
+        assert reader.pos == len(reader.data)  # nothing left over
+
+
+def test_a_status_is_told_from_a_messages_own_headers():
+    assert _status(b"NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 2\r\n\r\n") == \
+        (408, "Request Timeout")
+    assert _status(b"NATS/1.0 503\r\n\r\n") == (503, "")
+    assert _status(b"NATS/1.0\r\nNats-Msg-Id: r/p0/0\r\n\r\n") is None
+    assert _status(b"") is None
+
+
+def test_a_refusal_and_an_unknown_line_are_errors_with_what_the_server_said():
+    reader = WireReader()
+    reader.feed(b"PING\r\n-ERR 'Authorization Violation'\r\n")
+    with pytest.raises(ServerRefused, match="the NATS server refused: Authorization Violation"):
+        list(reader.frames())
+    assert reader.pings == 1
+    reader = WireReader()
+    reader.feed(b"HELLO there\r\n")
+    with pytest.raises(SourceError, match="unexpected line from the NATS server: b'HELLO"):
+        list(reader.frames())
+
+
+# ----------------------------------------------------------------------- against a server
+async def _make_stream(url: str, name: str, messages: list[tuple[str, bytes]]) -> list[int]:
+    import nats as nats_client
+    from nats.js.api import StreamConfig
+    nc = await nats_client.connect(url)
+    try:
+        js = nc.jetstream()
+        await js.add_stream(StreamConfig(name=name, subjects=[f"{name}.>"]))
+        seqs = []
+        for subject, data in messages:
+            ack = await js.publish(f"{name}.{subject}", data,
+                                   headers={"Nats-Msg-Id": f"{subject}/{len(seqs)}"})
+            seqs.append(ack.seq)
+        return seqs
+    finally:
+        await nc.close()
+
+
+async def _consumers(url: str, name: str) -> int:
+    import nats as nats_client
+    nc = await nats_client.connect(url)
+    try:
+        return (await nc.jetstream().stream_info(name)).state.consumer_count
+    finally:
+        await nc.close()
+
+
+async def _delete(url: str, name: str) -> None:
+    import nats as nats_client
+    nc = await nats_client.connect(url)
+    try:
+        await nc.jetstream().delete_stream(name)
+    finally:
+        await nc.close()
+
+
+@pytest.fixture
+def stream():
+    """A stream of 23 messages on `<name>.a` and 5 on `<name>.b`, interleaved, deleted
+    afterwards: (name, the messages of `.a`, their stream sequences)."""
+    need_service("NATS", NATS_HOST, NATS_PORT)
+    url = f"nats://{NATS_HOST}:{NATS_PORT}"
+    name = f"rs_wire_{uuid.uuid4().hex[:12]}"
+    messages = [("a" if k % 6 else "b", b'{"k":%d,"pad":"%s"}' % (k, b"x" * k))
+                for k in range(28)]
+    seqs = asyncio.run(_make_stream(url, name, messages))
+    a = [(data, seq) for (subject, data), seq in zip(messages, seqs, strict=True) if subject == "a"]
+    assert len(a) == 23
+    yield name, [d for d, _ in a], [s for _, s in a]
+    asyncio.run(_delete(url, name))
+
+
+def test_a_subject_is_read_in_several_pulls_in_stream_order(stream, monkeypatch):
+    name, lines, seqs = stream
+    monkeypatch.setattr(nats_wire, "PULL_BATCH", 4)  # 23 messages: six pulls
+    conn = WireConnection(f"nats://{NATS_HOST}:{NATS_PORT}", f"{NATS_HOST}:{NATS_PORT}", 5.0)
+    try:
+        got_lines, got_seqs = conn.fetch_subject(name, f"{name}.a", 23)
+        assert got_lines == lines and got_seqs == seqs
+        # A snapshot of the first ten only: the rest is not read.
+        assert conn.fetch_subject(name, f"{name}.a", 10) == (lines[:10], seqs[:10])
+        assert conn.fetch_subject(name, f"{name}.b", 0) == ([], [])
+    finally:
+        conn.close()
+    # Each read's consumer was deleted once read.
+    assert asyncio.run(_consumers(f"nats://{NATS_HOST}:{NATS_PORT}", name)) == 0
+
+
+def test_a_subject_holding_fewer_messages_than_asked_is_a_stall_with_the_counts(stream):
+    name, lines, _ = stream
+    conn = WireConnection(f"nats://{NATS_HOST}:{NATS_PORT}", f"{NATS_HOST}:{NATS_PORT}", 0.5)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(SourceError, match=rf"{name}\.a: received 23 of 26 messages, then "
+                                              r"nothing for 0\.5s"):
+            conn.fetch_subject(name, f"{name}.a", 26)
+        assert time.monotonic() - t0 < 5
+    finally:
+        conn.close()
+    assert asyncio.run(_consumers(f"nats://{NATS_HOST}:{NATS_PORT}", name)) == 0
+
+
+def test_a_stream_that_does_not_exist_is_refused_with_the_servers_reason():
+    need_service("NATS", NATS_HOST, NATS_PORT)
+    conn = WireConnection(f"nats://{NATS_HOST}:{NATS_PORT}", f"{NATS_HOST}:{NATS_PORT}", 2.0)
+    try:
+        with pytest.raises(SourceError, match=r"stream not found \(code 10059\) creating a "
+                                              r"consumer of nope_x\.a"):
+            conn.fetch_subject("nope_x", "nope_x.a", 3)
+    finally:
+        conn.close()
+
+
+# ------------------------------------------------------------- servers of the test's own
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def private_server(tmp_path: Path):
+    """Start a NATS server of the test's own (JetStream on, in tmp_path) with extra options;
+    stopped afterwards. Yields a function: options -> port."""
+    binary = shutil.which("nats-server") or (SERVER_BINARY if os.path.exists(SERVER_BINARY)
+                                             else None)
+    if binary is None:
+        msg = "the nats-server binary is not installed"
+        if IN_CI:
+            pytest.fail(f"{msg} (required in CI)")
+        print(f"SKIP: {msg}")
+        pytest.skip(msg)
+    procs: list[subprocess.Popen] = []
+
+    def start(*options: str) -> int:
+        port = _free_port()
+        store = tmp_path / f"js{len(procs)}"
+        procs.append(subprocess.Popen(
+            [binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store), *options],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                return port
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("the private NATS server did not start")
+
+    yield start
+    for p in procs:
+        p.terminate()
+        p.wait(10)
+
+
+def _account_info(conn: WireConnection) -> dict:
+    return conn.request("$JS.API.INFO", b"", "asking for the account's JetStream usage")
+
+
+def test_a_user_and_password_or_a_token_in_the_url_are_sent_and_checked(private_server):
+    port = private_server("--user", "reader", "--pass", "s3cret")
+    address = f"127.0.0.1:{port}"
+    conn = WireConnection(f"nats://reader:s3cret@{address}", address, 2.0)
+    try:
+        assert "streams" in _account_info(conn)
+    finally:
+        conn.close()
+    with pytest.raises(SourceError, match=rf"cannot connect to NATS at 127\.0\.0\.1:{port}: "
+                                          r"the NATS server refused: Authorization Violation"):
+        WireConnection(f"nats://reader:wrong@{address}", address, 2.0)
+    port = private_server("--auth", "t0ken")
+    address = f"127.0.0.1:{port}"
+    conn = WireConnection(f"nats://t0ken@{address}", address, 2.0)
+    try:
+        assert "streams" in _account_info(conn)
+    finally:
+        conn.close()
+    with pytest.raises(SourceError, match="Authorization Violation"):
+        WireConnection(f"nats://other@{address}", address, 2.0)
+
+
+def test_the_servers_pings_are_answered(private_server, tmp_path, monkeypatch):
+    # Every 100 ms the server may PING a connection; it closes one that leaves five PINGs
+    # unanswered ("Stale Connection"). The reader answers before it next sends or reads.
+    conf = tmp_path / "ping.conf"
+    conf.write_text('ping_interval: "100ms"\nping_max: 5\n')
+    port = private_server("-c", str(conf))
+    address = f"127.0.0.1:{port}"
+    conn = WireConnection(f"nats://{address}", address, 2.0)
+    try:
+        seen = 0
+        for _ in range(8):  # 2 s idle in all
+            time.sleep(0.25)
+            assert "streams" in _account_info(conn)
+            seen += conn.reader.pings  # parsed with the reply; answered at the next send
+        assert seen >= 1
+    finally:
+        conn.close()
+    # Without the answers the server gives up on the connection: a reader that never counts
+    # a PING never answers one.
+    monkeypatch.setattr(WireReader, "pings", property(lambda self: 0, lambda self, v: None),
+                        raising=False)
+    conn = WireConnection(f"nats://{address}", address, 2.0)
+    try:
+        with pytest.raises(SourceError, match="Stale Connection|closed the connection"):
+            for _ in range(8):
+                time.sleep(0.25)
+                _account_info(conn)
+    finally:
+        conn.close()
