@@ -74,7 +74,8 @@ COMPILED: tuple[str, ...] = (
 # name -> its C source.
 HAND_WRITTEN: dict[str, str] = {"streaming._blake2b": "streaming/_blake2b.c",
                                 "streaming._texts": "streaming/_texts.c",
-                                "streaming._collector": "streaming/_collector.c"}
+                                "streaming._collector": "streaming/_collector.c",
+                                "streaming._wire": "streaming/_wire.c"}
 # The shared library mypyc builds for the group lives inside the package, so it imports from
 # wherever the package does (an editable install maps packages, not the project root).
 GROUP = "streaming._native"

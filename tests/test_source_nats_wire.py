@@ -17,13 +17,15 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from nats.aio.msg import Msg
 
 from streaming.sources import nats_wire
 from streaming.sources.nats_wire import (ServerRefused, WireConnection, WireReader, _status,
                                          delivery_of)
 from streaming.sources.records import SourceError
-from tests.conftest import IN_CI, need_service
+from tests.conftest import IN_CI, hand_written, need_service
 
 NATS_HOST, NATS_PORT = "127.0.0.1", 4222
 SERVER_BINARY = "/usr/sbin/nats-server"
@@ -111,6 +113,117 @@ def test_a_refusal_and_an_unknown_line_are_errors_with_what_the_server_said():
     reader.feed(b"HELLO there\r\n")
     with pytest.raises(SourceError, match="unexpected line from the NATS server: b'HELLO"):
         list(reader.frames())
+
+
+# Frames a snapshot's reader may meet, for the C fast path against the general reader: plain
+# deliveries in both reply forms, with and without headers, and every case the fast path must
+# leave to the general reader (odd numbers, out-of-order sequences, statuses, the other
+# subscription, control lines, a frame whose size is wrong, blanks other than a space).
+def _delivery(seq: str, form: int, headed: bool, data: bytes, sid: bytes = b"2") -> bytes:
+    reply = (b"$JS.ACK.s.c.1.%s.4.1764998400000000000.9" if form == 1 else
+             b"$JS.ACK.dom.ACC.s.c.1.%s.4.1764998400000000000.9.tk" if form == 2 else
+             b"$JS.ACK.dom.ACC.s.c.1.%s.4.1764998400000000000.9") % seq.encode()
+    if headed:
+        return _hmsg(b"s.a", sid, reply, b"NATS/1.0\r\nNats-Msg-Id: m\r\n\r\n", data)
+    return _msg(b"s.a", sid, reply, data)
+
+
+@st.composite
+def _transcripts(draw) -> bytes:
+    seq = 0
+    out = []
+    for _ in range(draw(st.integers(0, 25))):
+        kind = draw(st.sampled_from(["plain"] * 8 + ["odd-number", "back", "status", "other-sid",
+                                                     "ping", "pong", "ok", "bad-reply",
+                                                     "tab", "vtab", "bad-size", "empty"]))
+        data = draw(st.binary(max_size=30))
+        seq += draw(st.integers(1, 3))
+        form, headed = draw(st.integers(1, 3)), draw(st.booleans())
+        if kind == "plain":
+            out.append(_delivery(str(seq), form, headed, data))
+        elif kind == "odd-number":
+            spelling = draw(st.sampled_from(["+%d", "0%d", "%d_0", "%d" + "0" * 19, " %d"]))
+            out.append(_delivery(spelling % seq, form, headed, data))
+        elif kind == "back":
+            out.append(_delivery(str(max(seq - 5, 0)), form, headed, data))
+        elif kind == "status":
+            out.append(_hmsg(b"_INBOX.a.m", b"2", b"", draw(st.sampled_from(
+                [b"NATS/1.0 408 Request Timeout\r\n\r\n", b"NATS/1.0 409 Leadership Change\r\n\r\n",
+                 b"NATS/1.0 40x\r\n\r\n"])), b""))
+        elif kind == "other-sid":
+            out.append(_delivery(str(seq), form, headed, data, sid=b"1"))
+        elif kind == "bad-reply":
+            out.append(_msg(b"s.a", b"2", draw(st.sampled_from(
+                [b"_INBOX.x.1", b"$JS.ACK.s.c.1.x.2.3.4", b"$JS.ACK.a.b"])), data))
+        elif kind == "tab":
+            out.append(_delivery(str(seq), form, headed, data).replace(b" ", b"\t", 2))
+        elif kind == "vtab":
+            out.append(_delivery(str(seq), form, headed, data).replace(b" ", b"\x0b", 1))
+        elif kind == "bad-size":
+            frame = _delivery(str(seq), form, False, data)
+            out.append(frame.replace(b" %d\r\n" % len(data), b" %d\r\n" % (len(data) + 1), 1))
+        elif kind == "empty":
+            out.append(_delivery(str(seq), form, headed, b""))
+        else:
+            out.append({"ping": b"PING\r\n", "pong": b"PONG\r\n", "ok": b"+OK\r\n"}[kind])
+    return b"".join(out)
+
+
+def _take_all(transcript: bytes, cuts: list[int], want: int) -> tuple:
+    """What a reader takes from the transcript fed in pieces, as `_pull` drives it: the
+    deliveries, the status that ended the read, where it stopped, or the error."""
+    reader = WireReader()
+    lines: list[bytes] = []
+    seqs: list[int] = []
+    bounds = sorted({0, len(transcript), *(c % (len(transcript) + 1) for c in cuts)})
+    ended = None
+    try:
+        for lo, hi in zip(bounds, bounds[1:], strict=False):
+            reader.feed(transcript[lo:hi])
+            taken, ended = reader.take_deliveries("s.a", want - len(lines), lines, seqs)
+            if ended is not None or len(lines) == want:
+                break
+    except SourceError as exc:
+        return lines, seqs, "raised", str(exc)
+    return lines, seqs, ended, reader.data[reader.pos:]
+
+
+@pytest.fixture(scope="module")
+def c_deliveries():
+    return hand_written("streaming._wire").deliveries
+
+
+@settings(max_examples=400, deadline=None)
+@given(transcript=_transcripts(), cuts=st.lists(st.integers(0, 10_000), max_size=6),
+       want=st.integers(1, 30))
+def test_the_c_fast_path_takes_what_the_general_reader_takes(c_deliveries, transcript, cuts,
+                                                             want):
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(nats_wire, "DELIVERIES", nats_wire.py_deliveries)
+        general = _take_all(transcript, cuts, want)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(nats_wire, "DELIVERIES", c_deliveries)
+        fast = _take_all(transcript, cuts, want)
+    assert fast == general
+
+
+def test_the_c_fast_path_takes_plain_deliveries_and_stops_at_anything_else(c_deliveries):
+    frames = [_delivery("5", 1, True, b"one"), _delivery("7", 2, False, b"two"),
+              _delivery("8", 3, True, b""), _delivery("+9", 1, False, b"odd"),
+              _delivery("10", 1, False, b"after")]
+    data = b"".join(frames)
+    lines: list[bytes] = []
+    seqs: list[int] = [4]
+    pos = c_deliveries(data, 0, b"2", 100, lines, seqs)
+    assert (lines, seqs) == ([b"one", b"two", b""], [4, 5, 7, 8])
+    assert data[pos:] == b"".join(frames[3:])  # "+9" is the general reader's to judge
+    # A limit, an incomplete frame, another subscription, a sequence not above the last.
+    lines, seqs = [], []
+    assert c_deliveries(data, 0, b"2", 1, lines, seqs) == len(frames[0])
+    assert c_deliveries(data[:-1], len(b"".join(frames[:4])), b"2", 9, [], []) == \
+        len(b"".join(frames[:4]))
+    assert c_deliveries(data, 0, b"1", 9, [], []) == 0
+    assert c_deliveries(data, 0, b"2", 9, [], [5]) == 0
 
 
 # ----------------------------------------------------------------------- against a server

@@ -14,8 +14,8 @@ protocol for that, on one blocking socket:
 - two subscriptions on a private inbox: one for API replies, one for deliveries (a delivery
   names its message's own subject, so the subscription tells them apart);
 - per subject: an ephemeral pull consumer (deliver all, no acks, filtered to the subject),
-  batches pulled one request at a time (`PULL_BATCH` messages, each request expiring after the
-  location's timeout), and the consumer deleted at the end;
+  batches pulled `PULL_DEPTH` requests at a time (`PULL_BATCH` messages each, each request
+  expiring after the location's timeout), and the consumer deleted at the end;
 - frames parsed from a buffer of whole socket reads: `MSG`/`HMSG` (a status in an `HMSG`'s
   headers ends a pull request), `PING` (answered), `-ERR` (fatal), `INFO`/`+OK`/`PONG`.
 
@@ -27,17 +27,21 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Final
 from urllib.parse import urlsplit
 
 import orjson
 
+from .. import native
 from .records import SourceError
 
-# Messages asked for per pull request: one request in flight, so a batch's round trip is paid
-# once per this many messages (its bytes, ~2 MB of a 250-byte recording, stay far below the
-# server's 64 MB allowance for a slow reader).
+# Messages asked for per pull request, and requests open at once: the server fills the next
+# while the reader takes the last. What is in flight (~4 MB of a 250-byte recording) stays far
+# below the server's 64 MB allowance for a slow reader.
 PULL_BATCH = 8192
+PULL_DEPTH = 2
 # Bytes asked of the socket per read.
 _READ = 1 << 20
 _CRLF = b"\r\n"
@@ -121,29 +125,21 @@ class WireReader:
         self.pos = 0
 
     def frames(self) -> Iterator[Frame]:
-        """Message frames in the buffer, in order; stops at the first incomplete frame."""
+        """Message frames in the buffer, in order; stops at the first incomplete frame. A
+        message frame that breaks the protocol's grammar is a SourceError."""
         while True:
             data, pos = self.data, self.pos
             end = data.find(_CRLF, pos)
             if end < 0:
                 return
-            op = data[pos:pos + 4]
-            if op == b"HMSG" or op[:3] == b"MSG":
-                parts = data[pos:end].split()
-                headed = op == b"HMSG"
-                size = int(parts[-1])
-                start = end + 2
-                stop = start + size
-                if stop + 2 > len(data):
-                    return  # the payload is not all here yet
-                hsize = int(parts[-2]) if headed else 0
-                # subject sid [reply] [header size] size
-                reply = parts[3] if len(parts) == (6 if headed else 5) else b""
-                self.pos = stop + 2
-                yield Frame(parts[1], parts[2], reply, data[start:start + hsize],
-                            data[start + hsize:stop])
-                continue
             line = data[pos:end]
+            parts = line.split() if line.startswith((b"MSG", b"HMSG")) else None
+            if parts and parts[0] in (b"MSG", b"HMSG"):
+                frame = self._message(parts, end + 2)
+                if frame is None:
+                    return  # the payload is not all here yet
+                yield frame
+                continue
             self.pos = end + 2
             if line == b"PING":
                 self.pings += 1
@@ -155,6 +151,84 @@ class WireReader:
                 pass
             else:
                 raise SourceError(f"unexpected line from the NATS server: {line[:200]!r}")
+
+    def _message(self, parts: list[bytes], start: int) -> Frame | None:
+        """The message frame whose control line's arguments are `parts` and whose payload
+        starts at `start` (the position moved past it); None while it is not all here."""
+        data = self.data
+        headed = parts[0] == b"HMSG"
+        # subject sid [reply] [header size] size
+        if len(parts) not in ((5, 6) if headed else (4, 5)):
+            raise SourceError(f"a malformed message frame from the NATS server: "
+                              f"{b' '.join(parts)[:200]!r}")
+        try:
+            size = int(parts[-1])
+            hsize = int(parts[-2]) if headed else 0
+        except ValueError:
+            size = hsize = -1
+        if size < 0 or not 0 <= hsize <= size:
+            raise SourceError(f"a message frame with impossible sizes from the NATS server: "
+                              f"{b' '.join(parts)[:200]!r}")
+        stop = start + size
+        if stop + 2 > len(data):
+            return None
+        if data[stop:stop + 2] != _CRLF:
+            raise SourceError(f"a message from the NATS server does not end where its size "
+                              f"says: {b' '.join(parts)[:200]!r}")
+        self.pos = stop + 2
+        reply = parts[3] if len(parts) == (6 if headed else 5) else b""
+        return Frame(parts[1], parts[2], reply, data[start:start + hsize],
+                     data[start + hsize:stop])
+
+    def take_deliveries(self, subject: str, want: int, lines: list[bytes], seqs: list[int]
+                        ) -> tuple[int, int | None]:
+        """Move up to `want` deliveries of the delivery subscription from the buffer into
+        `lines` (payloads) and `seqs` (stream sequences, each above the one before). (How many
+        were taken, the status that ended the pull request or None.) Returns early when the
+        buffer holds no complete frame. Frames of the other subscription are passed over.
+
+        Runs of plain deliveries go through `DELIVERIES` (C, where the compiled core is in use)
+        and the rest through `frames`, which decides every case by the full rules."""
+        taken = 0
+        fast = DELIVERIES
+        while taken < want:
+            before = len(lines)
+            self.pos = fast(self.data, self.pos, _DELIVERIES_SID, want - taken, lines, seqs)
+            taken += len(lines) - before
+            if taken == want:
+                break
+            frame = next(self.frames(), None)
+            if frame is None:
+                break
+            if frame.sid != _DELIVERIES_SID:
+                continue  # a late reply to an earlier API request
+            status = _status(frame.headers) if frame.headers else None
+            if status is not None:
+                if status[0] in (404, 408):
+                    return taken, status[0]  # the request expired: ask again, or stall
+                raise SourceError(f"{subject}: the server ended the read with status "
+                                  f"{status[0]} {status[1]}")
+            seq = delivery_of(frame.reply.decode("ascii", "replace"))[0]
+            last = seqs[-1] if seqs else 0
+            if seq <= last:
+                raise SourceError(f"{subject}: stream sequence {seq} after {last}")
+            lines.append(frame.data)
+            seqs.append(seq)
+            taken += 1
+        return taken, None
+
+
+def py_deliveries(data: bytes, pos: int, sid: bytes, limit: int, lines: list[bytes],
+                  seqs: list[int]) -> int:
+    """The C fast path's twin (`streaming/_wire.c`): it may take any prefix of plain
+    deliveries, and taking none is one. Without the compiled core every frame goes through
+    `WireReader.frames`."""
+    return pos
+
+
+# Decided once, when the package's build is (streaming.native.select runs before this import).
+DELIVERIES: Final[Callable[[bytes, int, bytes, int, list[bytes], list[int]], int]] = (
+    native.hand_written("streaming._wire", "deliveries") or py_deliveries)
 
 
 class WireConnection:
@@ -255,8 +329,8 @@ class WireConnection:
         self._send(f"PUB {subject} {reply} {len(body)}\r\n".encode() + body + _CRLF)
 
     def request(self, subject: str, body: bytes, doing: str) -> dict:
-        """A JetStream API request's JSON reply. Deliveries on other inbox subjects cannot come
-        while no pull request is open (each pull ends before the next request)."""
+        """A JetStream API request's JSON reply. Frames of other subscriptions met meanwhile
+        (deliveries of a pull that ended) are passed over."""
         self._requests += 1
         reply = f"{self.inbox}.r.{self._requests}"
         want = reply.encode()
@@ -312,40 +386,39 @@ class WireConnection:
 
     def _pull(self, stream: str, consumer: str, subject: str, count: int, lines: list[bytes],
               seqs: list[int]) -> None:
-        inbox = self.deliveries
+        """Pull `count` messages, `PULL_DEPTH` requests open at a time so the server always has
+        one to fill while the last batch is read. The server fills its waiting requests in
+        order and expires them in order, so each delivery and each status belongs to the
+        oldest open request."""
         api = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
         expires = int(self.timeout_s * 1_000_000_000)
-        add_line, add_seq = lines.append, seqs.append
-        last = 0
+        open_requests: deque[list[int]] = deque()  # [asked, received] of each, oldest first
+        asked_total = 0  # messages asked for in requests still open
+
+        def ask() -> None:
+            nonlocal asked_total
+            n = min(PULL_BATCH, count - len(lines) - asked_total)
+            if n > 0:
+                self._publish(api, self.deliveries,
+                              orjson.dumps({"batch": n, "expires": expires}))
+                open_requests.append([n, 0])
+                asked_total += n
+
+        for _ in range(PULL_DEPTH):
+            ask()
         while len(lines) < count:
-            asked = min(PULL_BATCH, count - len(lines))
-            self._publish(api, inbox, orjson.dumps({"batch": asked, "expires": expires}))
-            got = 0
-            ended = False
-            while got < asked and not ended:
-                for frame in self.reader.frames():
-                    if frame.sid != _DELIVERIES_SID:
-                        continue  # a late reply to an earlier API request
-                    if frame.headers:
-                        status = _status(frame.headers)
-                        if status is not None:
-                            if status[0] in (404, 408):
-                                ended = True  # the request expired: ask again, or stall
-                                break
-                            raise SourceError(f"{subject}: the server ended the read with "
-                                              f"status {status[0]} {status[1]}")
-                    seq = delivery_of(frame.reply.decode("ascii", "replace"))[0]
-                    if seq <= last:
-                        raise SourceError(f"{subject}: stream sequence {seq} after {last}")
-                    last = seq
-                    add_seq(seq)
-                    add_line(frame.data)
-                    got += 1
-                    if got == asked:
-                        break
-                if got < asked and not ended:
-                    self._read(f"reading {subject}: received {len(lines)} of {count} "
-                               f"messages")
-            if ended and got == 0:
-                raise SourceError(f"{subject}: received {len(lines)} of {count} messages, "
-                                  f"then nothing for {self.timeout_s}s")
+            oldest = open_requests[0]
+            taken, ended = self.reader.take_deliveries(subject, oldest[0] - oldest[1], lines,
+                                                       seqs)
+            oldest[1] += taken
+            asked_total -= taken
+            if ended is not None:
+                if oldest[1] == 0:
+                    raise SourceError(f"{subject}: received {len(lines)} of {count} messages, "
+                                      f"then nothing for {self.timeout_s}s")
+                asked_total -= oldest[0] - oldest[1]  # what it will not bring: ask again
+            if ended is not None or oldest[1] == oldest[0]:
+                open_requests.popleft()
+                ask()
+            elif len(lines) < count:
+                self._read(f"reading {subject}: received {len(lines)} of {count} messages")

@@ -1,0 +1,3 @@
+# The hand-written C module of the compiled core (streaming/_wire.c).
+def deliveries(data: bytes, pos: int, sid: bytes, limit: int, lines: list[bytes],
+               seqs: list[int], /) -> int: ...
