@@ -10,7 +10,6 @@ every later message of its subject."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import re
@@ -23,6 +22,7 @@ import orjson
 
 from .filelog import FileLog, SourceError
 from .nats import NatsLocation, connect, decode_layout, encode_layout, run_private
+from .nats_wire import WireConnection
 
 DEFAULT_PARTITIONER = "recorded"
 # The field each pipeline partitions a topic by (its key); topics not listed for a pipeline
@@ -113,20 +113,19 @@ class Routing:
 
 class AckWindow:
     """The server's acknowledgements of one window of published messages. Message k of the
-    window asks for its reply at `prefix + str(k)`; one subscription (`prefix*`) takes them all.
+    window asks for its reply at `prefix + str(k)`; one subscription (`prefix*`) takes them
+    all, and the replies are read in publish order once all are in.
 
-    The client's own acknowledged publish made a future, a random token (a system call) and a
-    timed semaphore wait for every message: nearly three quarters of the publishing
-    coroutine's time, which held `riskstream nats publish` near 17,000 messages/s here
-    (docs/performance.md, forty-fourth round). A JetStream acknowledgement is a JSON reply,
-    so the replies of a window are kept as they come and read in publish order once all are
-    in."""
+    Why not the client library's acknowledged publish: it made a future, a random token (a
+    system call) and a timed semaphore wait for every message, nearly three quarters of the
+    publishing coroutine's time (docs/performance.md, forty-fourth round); the messages now go
+    out over the snapshot reader's own protocol connection (`nats_wire.WireConnection.
+    publish_window`), a window at a time."""
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
         self._replies: dict[int, tuple[bytes, str | None]] = {}
         self._expected = 0
-        self._all_in = asyncio.Event()
 
     def reply_subject(self, k: int) -> str:
         return f"{self.prefix}{k}"
@@ -135,34 +134,29 @@ class AckWindow:
         """A new window of `n` messages is about to be published."""
         self._replies = {}
         self._expected = n
-        self._all_in.clear()
 
-    async def on_reply(self, msg) -> None:
+    @property
+    def received(self) -> int:
+        return len(self._replies)
+
+    @property
+    def complete(self) -> bool:
+        return len(self._replies) == self._expected
+
+    def on_reply(self, subject: str, data: bytes, status: str | None) -> None:
+        """A reply at `subject`; `status` the code of a status reply (503: no stream took
+        the message), None for the stream's own JSON."""
+        if not subject.startswith(self.prefix):
+            return
         try:
-            k = int(msg.subject[len(self.prefix):])
+            k = int(subject[len(self.prefix):])
         except ValueError:
             return
-        if k >= self._expected or k in self._replies:
+        if not 0 <= k < self._expected or k in self._replies:
             # Not one this window waits for. (A reply of an earlier window cannot come late:
             # each window waits for all of its own.)
             return
-        status = msg.headers.get("Status") if msg.headers else None
-        self._replies[k] = (msg.data, status)
-        if len(self._replies) == self._expected:
-            self._all_in.set()
-
-    async def wait(self, timeout_s: float) -> None:
-        """Until every message of the window is acknowledged; PublishError after `timeout_s`
-        without one."""
-        while len(self._replies) < self._expected:
-            have = len(self._replies)
-            try:
-                await asyncio.wait_for(self._all_in.wait(), timeout_s)
-            except TimeoutError:
-                if len(self._replies) == have:
-                    raise PublishError(
-                        f"the server acknowledged {have} of {self._expected} messages and no "
-                        f"more within {timeout_s} s") from None
+        self._replies[k] = (data, status)
 
     def ack(self, k: int, what: str) -> tuple[int, bool]:
         """(stream sequence, duplicate) of message k; PublishError, naming `what`, when the
@@ -210,7 +204,8 @@ def publish_file_log(root: str, location: str, recreate: bool = False,
     window_size = PUBLISH_WINDOW if rate is None else max(1, min(PUBLISH_WINDOW, int(rate / 20)))
     t0 = time.perf_counter()
 
-    async def publish() -> dict:
+    async def prepare() -> dict[str, int]:
+        """Check or create the stream: its messages per subject before."""
         from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
         from nats.js.errors import NotFoundError
         nc = await connect(loc)
@@ -224,7 +219,6 @@ def publish_file_log(root: str, location: str, recreate: bool = False,
             if exists and recreate:
                 await js.delete_stream(loc.stream)
                 exists = False
-            before: dict[str, int] = {}
             if exists:
                 layout = decode_layout(loc.stream, info.config.description)
                 if layout["partitions"] != partitions or layout.get("partitioner") != partitioner:
@@ -232,67 +226,78 @@ def publish_file_log(root: str, location: str, recreate: bool = False,
                         f"stream {loc.stream!r} has layout {layout['partitions']} by "
                         f"{layout.get('partitioner')!r}; this recording would be published as "
                         f"{partitions} by {partitioner!r}: refusing to mix layouts in one stream")
-                before = dict(info.state.subjects or {})
-            else:
-                await js.add_stream(StreamConfig(
-                    name=loc.stream, subjects=[f"{loc.stream}.>"], description=description,
-                    retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,
-                    discard=DiscardPolicy.NEW, max_msgs=-1, max_bytes=-1, max_age=0,
-                    deny_delete=True, deny_purge=True))
-            last_seq = 0
-            duplicates = 0
-            added: dict[str, int] = {}
-            acks = AckWindow(nc.new_inbox() + ".")
-            sub = await nc.subscribe(acks.prefix + "*", cb=acks.on_reply)
-            try:
-                for start in range(0, len(records), window_size):
-                    window = records[start:start + window_size]
-                    subjects = [loc.subject(r.topic, routing.partition(r)) for r in window]
-                    acks.expect(len(window))
-                    for k, (r, subject) in enumerate(zip(window, subjects, strict=True)):
-                        await nc.publish(subject, r.line, reply=acks.reply_subject(k), headers={
-                            "Nats-Msg-Id": f"{digest}/{r.topic}/p{r.partition}/{r.offset}"})
-                    await acks.wait(loc.timeout_s)
-                    for k, (r, subject) in enumerate(zip(window, subjects, strict=True)):
-                        seq, duplicate = acks.ack(k, f"{r.topic}/p{r.partition} offset {r.offset}")
-                        if duplicate:
-                            duplicates += 1
-                            continue
-                        # One connection keeps publish order; the check proves it per message.
-                        if seq <= last_seq:
-                            raise PublishError(f"{r.topic}/p{r.partition} offset {r.offset} was "
-                                               f"stored as sequence {seq} after {last_seq}")
-                        last_seq = seq
-                        added[subject] = added.get(subject, 0) + 1
-                    if progress:
-                        progress(start + len(window), len(records))
-                    if rate is not None:
-                        ahead = t0 + (start + len(window)) / rate - time.perf_counter()
-                        if ahead > 0:
-                            await asyncio.sleep(ahead)
-            finally:
-                await sub.unsubscribe()
-            info = await js.stream_info(loc.stream, subjects_filter=f"{loc.stream}.>")
+                return dict(info.state.subjects or {})
+            await js.add_stream(StreamConfig(
+                name=loc.stream, subjects=[f"{loc.stream}.>"], description=description,
+                retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,
+                discard=DiscardPolicy.NEW, max_msgs=-1, max_bytes=-1, max_age=0,
+                deny_delete=True, deny_purge=True))
+            return {}
         finally:
             await nc.close()
-        counts = info.state.subjects or {}
-        for subject, n in added.items():
-            if counts.get(subject, 0) < before.get(subject, 0) + n:
-                raise PublishError(f"{subject} holds {counts.get(subject, 0)} messages, "
-                                   f"expected at least {before.get(subject, 0) + n}")
-        return {"stream": loc.stream, "server": loc.server_address,
-                "stream_created": info.created.isoformat() if info.created else None,
-                "partitions": partitions, "partitioner": partitioner,
-                "messages": len(records) - duplicates, "duplicates": duplicates,
-                "appended": bool(before), "recording": digest,
-                "subjects": {loc.subject(t, p): added.get(loc.subject(t, p), 0)
-                             for t, n in sorted(partitions.items()) for p in range(n)},
-                "seconds": round(time.perf_counter() - t0, 3)}
+
+    def publish(conn: WireConnection) -> tuple[dict[str, int], int]:
+        """Every record, a window at a time: (messages stored per subject, duplicates)."""
+        last_seq = 0
+        duplicates = 0
+        added: dict[str, int] = {}
+        acks = AckWindow(conn.acknowledgements)
+        for start in range(0, len(records), window_size):
+            window = records[start:start + window_size]
+            subjects = [loc.subject(r.topic, routing.partition(r)) for r in window]
+            conn.publish_window(
+                [(subject, f"{digest}/{r.topic}/p{r.partition}/{r.offset}", r.line)
+                 for r, subject in zip(window, subjects, strict=True)], acks)
+            for k, (r, subject) in enumerate(zip(window, subjects, strict=True)):
+                seq, duplicate = acks.ack(k, f"{r.topic}/p{r.partition} offset {r.offset}")
+                if duplicate:
+                    duplicates += 1
+                    continue
+                # One connection keeps publish order; the check proves it per message.
+                if seq <= last_seq:
+                    raise PublishError(f"{r.topic}/p{r.partition} offset {r.offset} was "
+                                       f"stored as sequence {seq} after {last_seq}")
+                last_seq = seq
+                added[subject] = added.get(subject, 0) + 1
+            if progress:
+                progress(start + len(window), len(records))
+            if rate is not None:
+                ahead = t0 + (start + len(window)) / rate - time.perf_counter()
+                if ahead > 0:
+                    time.sleep(ahead)
+        return added, duplicates
+
+    async def stream_now():
+        nc = await connect(loc)
+        try:
+            return await nc.jetstream(timeout=loc.timeout_s).stream_info(
+                loc.stream, subjects_filter=f"{loc.stream}.>")
+        finally:
+            await nc.close()
 
     try:
-        return run_private(publish)
+        before = run_private(prepare)
+        conn = WireConnection(loc.server, loc.server_address, loc.timeout_s)
+        try:
+            added, duplicates = publish(conn)
+        finally:
+            conn.close()
+        info = run_private(stream_now)
     except SourceError as exc:
         raise PublishError(str(exc)) from None
+    counts = info.state.subjects or {}
+    for subject, n in added.items():
+        if counts.get(subject, 0) < before.get(subject, 0) + n:
+            raise PublishError(f"{subject} holds {counts.get(subject, 0)} messages, "
+                               f"expected at least {before.get(subject, 0) + n}")
+    return {"stream": loc.stream, "server": loc.server_address,
+            "stream_created": info.created.isoformat() if info.created else None,
+            "partitions": partitions, "partitioner": partitioner,
+            "messages": len(records) - duplicates, "duplicates": duplicates,
+            "appended": bool(before), "recording": digest,
+            "subjects": {loc.subject(t, p): added.get(loc.subject(t, p), 0)
+                         for t, n in sorted(partitions.items()) for p in range(n)},
+            "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def describe_stream(location: str) -> dict:

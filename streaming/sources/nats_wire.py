@@ -47,9 +47,9 @@ _READ = 1 << 20
 _CRLF = b"\r\n"
 # How much longer than a pull request's expiry a read waits for the server's word on it.
 _STATUS_GRACE_S = 1.0
-# The connection's two subscriptions.
-_REPLIES, _DELIVERIES = 1, 2
-_REPLIES_SID, _DELIVERIES_SID = b"1", b"2"
+# The connection's subscriptions.
+_REPLIES, _DELIVERIES, _ACKS = 1, 2, 3
+_REPLIES_SID, _DELIVERIES_SID, _ACKS_SID = b"1", b"2", b"3"
 # A consumer left behind by a process that died mid-read goes after this long without reads.
 _INACTIVE_NS = 60 * 1_000_000_000
 
@@ -249,6 +249,7 @@ class WireConnection:
         self.reader = WireReader()
         self.inbox = f"_INBOX.rs{os.urandom(8).hex()}"
         self.deliveries = f"{self.inbox}.m"
+        self.acknowledgements = f"{self.inbox}.a."  # publish_window's replies: this + k
         self._requests = 0
         try:
             info = self._info()
@@ -271,9 +272,10 @@ class WireConnection:
                                           f"connecting")
                 except ServerRefused as exc:
                     raise SourceError(f"cannot connect to NATS at {address}: {exc}") from None
-            # API replies come through one subscription, deliveries through the other.
+            self.max_payload = int(info.get("max_payload") or 1 << 20)
+            # API replies, deliveries and publish acknowledgements, each through its own.
             self._send(f"SUB {self.inbox}.r.* {_REPLIES}\r\nSUB {self.deliveries} "
-                       f"{_DELIVERIES}\r\n".encode())
+                       f"{_DELIVERIES}\r\nSUB {self.acknowledgements}* {_ACKS}\r\n".encode())
         except BaseException:
             self.sock.close()
             raise
@@ -354,6 +356,35 @@ class WireConnection:
                                       f"{doing}")
                 return answer
             self._read(doing)
+
+    def publish_window(self, messages: list[tuple[str, str, bytes]], acks) -> None:
+        """Publish each (subject, message ID, payload), with the ID as its `Nats-Msg-Id`
+        header and its acknowledgement asked at `acks.reply_subject(k)`, in one write; then
+        read until `acks` (a `nats_publish.AckWindow` on `self.acknowledgements`) holds every
+        reply. A SourceError with the counts when none comes for the timeout, and one naming
+        the message ID of a message larger than the server takes (it would close the
+        connection)."""
+        acks.expect(len(messages))
+        out = []
+        for k, (subject, msg_id, data) in enumerate(messages):
+            headers = b"NATS/1.0\r\nNats-Msg-Id: %s\r\n\r\n" % msg_id.encode()
+            if len(headers) + len(data) > self.max_payload:
+                raise SourceError(f"message {msg_id} is {len(headers) + len(data)} bytes with "
+                                  f"its headers; the server takes at most {self.max_payload}")
+            out.append(b"HPUB %s %s %d %d\r\n%s%s\r\n" % (
+                subject.encode(), acks.reply_subject(k).encode(), len(headers),
+                len(headers) + len(data), headers, data))
+        self._send(b"".join(out))
+        while not acks.complete:
+            for frame in self.reader.frames():
+                if frame.sid != _ACKS_SID:
+                    continue
+                status = _status(frame.headers) if frame.headers else None
+                acks.on_reply(frame.subject.decode("ascii", "replace"), frame.data,
+                              None if status is None else str(status[0]))
+            if not acks.complete:
+                self._read(f"waiting for acknowledgements: the server acknowledged "
+                           f"{acks.received} of {len(messages)} messages")
 
     def fetch_subject(self, stream: str, subject: str, count: int
                       ) -> tuple[list[bytes], list[int]]:
