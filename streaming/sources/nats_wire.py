@@ -29,13 +29,16 @@ import os
 import socket
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 import orjson
 
 from .. import native
 from .records import SourceError
+
+if TYPE_CHECKING:
+    from .nats_publish import AckWindow
 
 # Messages asked for per pull request, and requests open at once: the server fills the next
 # while the reader takes the last. What is in flight (~4 MB of a 250-byte recording) stays far
@@ -357,7 +360,7 @@ class WireConnection:
                 return answer
             self._read(doing)
 
-    def publish_window(self, messages: list[tuple[str, str, bytes]], acks) -> None:
+    def publish_window(self, messages: list[tuple[str, str, bytes]], acks: AckWindow) -> None:
         """Publish each (subject, message ID, payload), with the ID as its `Nats-Msg-Id`
         header and its acknowledgement asked at `acks.reply_subject(k)`, in one write; then
         read until `acks` (a `nats_publish.AckWindow` on `self.acknowledgements`) holds every
