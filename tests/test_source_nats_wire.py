@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -292,6 +293,43 @@ def test_a_subject_is_read_in_several_pulls_in_stream_order(stream, monkeypatch)
         conn.close()
     # Each read's consumer was deleted once read.
     assert asyncio.run(_consumers(f"nats://{NATS_HOST}:{NATS_PORT}", name)) == 0
+
+
+def test_a_pull_asks_for_a_bounded_number_of_bytes_whatever_the_messages_size():
+    assert nats_wire.pull_size(20_000, 250) == nats_wire.PULL_BATCH
+    assert nats_wire.pull_size(100, 250) == 100
+    # The server's 1 MiB bound before any message is seen: 8 of them, about PULL_BYTES.
+    assert nats_wire.pull_size(20_000, 1 << 20) == 8
+    assert nats_wire.pull_size(20_000, 100 << 20) == 1  # at least one
+    assert nats_wire.pull_size(20_000, 0) == nats_wire.PULL_BATCH
+
+
+def test_large_messages_are_pulled_a_few_at_a_time(monkeypatch):
+    # 40 messages of 300 KB: every request but the first two asks for what 1 MB holds (3),
+    # so no more than two such requests' bytes are ever on their way.
+    need_service("NATS", NATS_HOST, NATS_PORT)
+    url = f"nats://{NATS_HOST}:{NATS_PORT}"
+    name = f"rs_wire_{uuid.uuid4().hex[:12]}"
+    payloads = [bytes([65 + k % 26]) * 300_000 for k in range(40)]
+    seqs = asyncio.run(_make_stream(url, name, [("a", p) for p in payloads]))
+    monkeypatch.setattr(nats_wire, "PULL_BYTES", 1 << 20)
+    asked: list[int] = []
+    publish = WireConnection._publish
+
+    def spy(self, subject, reply, body):
+        if ".MSG.NEXT." in subject:
+            asked.append(orjson.loads(body)["batch"])
+        publish(self, subject, reply, body)
+
+    monkeypatch.setattr(WireConnection, "_publish", spy)
+    conn = WireConnection(url, f"{NATS_HOST}:{NATS_PORT}", 5.0)
+    try:
+        assert conn.fetch_subject(name, f"{name}.a", 40) == (payloads, seqs)
+    finally:
+        conn.close()
+        asyncio.run(_delete(url, name))
+    assert asked[:2] == [1, 1]  # 1 MB by the server's 1 MB bound, before any was seen
+    assert set(asked[2:-1]) == {3} and sum(asked) == 40
 
 
 def test_a_subject_holding_fewer_messages_than_asked_is_a_stall_with_the_counts(stream):

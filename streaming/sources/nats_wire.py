@@ -14,8 +14,9 @@ protocol for that, on one blocking socket:
 - two subscriptions on a private inbox: one for API replies, one for deliveries (a delivery
   names its message's own subject, so the subscription tells them apart);
 - per subject: an ephemeral pull consumer (deliver all, no acks, filtered to the subject),
-  batches pulled `PULL_DEPTH` requests at a time (`PULL_BATCH` messages each, each request
-  expiring after the location's timeout), and the consumer deleted at the end;
+  batches pulled `PULL_DEPTH` requests at a time (up to `PULL_BATCH` messages and about
+  `PULL_BYTES` each, each request expiring after the location's timeout), and the consumer
+  deleted at the end;
 - frames parsed from a buffer of whole socket reads: `MSG`/`HMSG` (a status in an `HMSG`'s
   headers ends a pull request), `PING` (answered), `-ERR` (fatal), `INFO`/`+OK`/`PONG`.
 
@@ -40,11 +41,14 @@ from .records import SourceError
 if TYPE_CHECKING:
     from .nats_publish import AckWindow
 
-# Messages asked for per pull request, and requests open at once: the server fills the next
-# while the reader takes the last. What is in flight (~4 MB of a 250-byte recording) stays far
-# below the server's 64 MB allowance for a slow reader.
+# Messages asked for per pull request at most, and requests open at once: the server fills the
+# next while the reader takes the last. A request also asks for no more than PULL_BYTES by the
+# largest message seen so far (by the server's `max_payload` before any), so what is in flight
+# stays far below the 64 MB a server lets a reader fall behind before it drops the connection
+# as a slow consumer, whatever the messages' size (`pull_size`).
 PULL_BATCH = 8192
 PULL_DEPTH = 2
+PULL_BYTES = 8 << 20
 # Bytes asked of the socket per read.
 _READ = 1 << 20
 _CRLF = b"\r\n"
@@ -232,6 +236,12 @@ def py_deliveries(data: bytes, pos: int, sid: bytes, limit: int, lines: list[byt
 # Decided once, when the package's build is (streaming.native.select runs before this import).
 DELIVERIES: Final[Callable[[bytes, int, bytes, int, list[bytes], list[int]], int]] = (
     native.hand_written("streaming._wire", "deliveries") or py_deliveries)
+
+
+def pull_size(wanted: int, largest: int) -> int:
+    """Messages to ask for in one pull request: at most `wanted`, PULL_BATCH and PULL_BYTES
+    worth of messages of `largest` bytes, and at least one."""
+    return max(1, min(wanted, PULL_BATCH, PULL_BYTES // max(largest, 1)))
 
 
 class WireConnection:
@@ -428,11 +438,13 @@ class WireConnection:
         expires = int(self.timeout_s * 1_000_000_000)
         open_requests: deque[list[int]] = deque()  # [asked, received] of each, oldest first
         asked_total = 0  # messages asked for in requests still open
+        largest = 0  # the largest payload seen (none yet: the server's bound stands for it)
 
         def ask() -> None:
             nonlocal asked_total
-            n = min(PULL_BATCH, count - len(lines) - asked_total)
-            if n > 0:
+            wanted = count - len(lines) - asked_total
+            if wanted > 0:
+                n = pull_size(wanted, largest or self.max_payload)
                 self._publish(api, self.deliveries,
                               orjson.dumps({"batch": n, "expires": expires}))
                 open_requests.append([n, 0])
@@ -444,6 +456,8 @@ class WireConnection:
             oldest = open_requests[0]
             taken, ended = self.reader.take_deliveries(subject, oldest[0] - oldest[1], lines,
                                                        seqs)
+            if taken:
+                largest = max(largest, *map(len, lines[-taken:]))
             oldest[1] += taken
             asked_total -= taken
             if ended is not None:
