@@ -403,26 +403,22 @@ def _account_info(conn: WireConnection) -> dict:
     return conn.request("$JS.API.INFO", b"", "asking for the account's JetStream usage")
 
 
-def test_a_user_and_password_or_a_token_in_the_url_are_sent_and_checked(private_server):
-    port = private_server("--user", "reader", "--pass", "s3cret")
+@pytest.mark.parametrize("options,good,bad", [
+    (("--user", "reader", "--pass", "s3cret"), "reader:s3cret", "reader:wrong"),
+    (("--auth", "t0ken"), "t0ken", "other"),
+])
+def test_a_user_and_password_or_a_token_in_the_url_are_sent_and_checked(private_server, options,
+                                                                        good, bad):
+    port = private_server(*options)
     address = f"127.0.0.1:{port}"
-    conn = WireConnection(f"nats://reader:s3cret@{address}", address, 2.0)
+    conn = WireConnection(f"nats://{good}@{address}", address, 2.0)
     try:
         assert "streams" in _account_info(conn)
     finally:
         conn.close()
     with pytest.raises(SourceError, match=rf"cannot connect to NATS at 127\.0\.0\.1:{port}: "
                                           r"the NATS server refused: Authorization Violation"):
-        WireConnection(f"nats://reader:wrong@{address}", address, 2.0)
-    port = private_server("--auth", "t0ken")
-    address = f"127.0.0.1:{port}"
-    conn = WireConnection(f"nats://t0ken@{address}", address, 2.0)
-    try:
-        assert "streams" in _account_info(conn)
-    finally:
-        conn.close()
-    with pytest.raises(SourceError, match="Authorization Violation"):
-        WireConnection(f"nats://other@{address}", address, 2.0)
+        WireConnection(f"nats://{bad}@{address}", address, 2.0)
 
 
 def test_the_servers_pings_are_answered(private_server, tmp_path, monkeypatch):
