@@ -30,16 +30,13 @@ import os
 import socket
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 from urllib.parse import urlsplit
 
 import orjson
 
 from .. import native
 from .records import SourceError
-
-if TYPE_CHECKING:
-    from .nats_publish import AckWindow
 
 # Messages asked for per pull request at most, and requests open at once: the server fills the
 # next while the reader takes the last. A request also asks for no more than PULL_BYTES by the
@@ -238,6 +235,23 @@ DELIVERIES: Final[Callable[[bytes, int, bytes, int, list[bytes], list[int]], int
     native.hand_written("streaming._wire", "deliveries") or py_deliveries)
 
 
+class Acknowledgements(Protocol):
+    """What `WireConnection.publish_window` fills: the replies of one window of messages
+    (`nats_publish.AckWindow`, which also judges them)."""
+
+    def reply_subject(self, k: int) -> str: ...
+
+    def expect(self, n: int) -> None: ...
+
+    def on_reply(self, subject: str, data: bytes, status: str | None) -> None: ...
+
+    @property
+    def received(self) -> int: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+
 def pull_size(wanted: int, largest: int) -> int:
     """Messages to ask for in one pull request: at most `wanted`, PULL_BATCH and PULL_BYTES
     worth of messages of `largest` bytes, and at least one."""
@@ -370,7 +384,8 @@ class WireConnection:
                 return answer
             self._read(doing)
 
-    def publish_window(self, messages: list[tuple[str, str, bytes]], acks: AckWindow) -> None:
+    def publish_window(self, messages: list[tuple[str, str, bytes]],
+                       acks: Acknowledgements) -> None:
         """Publish each (subject, message ID, payload), with the ID as its `Nats-Msg-Id`
         header and its acknowledgement asked at `acks.reply_subject(k)`, in one write; then
         read until `acks` (a `nats_publish.AckWindow` on `self.acknowledgements`) holds every
