@@ -51,8 +51,7 @@ _READ = 1 << 20
 _CRLF = b"\r\n"
 # How much longer than a pull request's expiry a read waits for the server's word on it.
 _STATUS_GRACE_S = 1.0
-# The connection's subscriptions.
-_REPLIES, _DELIVERIES, _ACKS = 1, 2, 3
+# The connection's subscription IDs, as the frames carry them.
 _REPLIES_SID, _DELIVERIES_SID, _ACKS_SID = b"1", b"2", b"3"
 # A consumer left behind by a process that died mid-read goes after this long without reads.
 _INACTIVE_NS = 60 * 1_000_000_000
@@ -301,8 +300,9 @@ class WireConnection:
                     raise SourceError(f"cannot connect to NATS at {address}: {exc}") from None
             self.max_payload = int(info.get("max_payload") or 1 << 20)
             # API replies, deliveries and publish acknowledgements, each through its own.
-            self._send(f"SUB {self.inbox}.r.* {_REPLIES}\r\nSUB {self.deliveries} "
-                       f"{_DELIVERIES}\r\nSUB {self.acknowledgements}* {_ACKS}\r\n".encode())
+            self._send(b"SUB %s.r.* %s\r\nSUB %s %s\r\nSUB %s* %s\r\n" % (
+                self.inbox.encode(), _REPLIES_SID, self.deliveries.encode(), _DELIVERIES_SID,
+                self.acknowledgements.encode(), _ACKS_SID))
         except BaseException:
             self.sock.close()
             raise
