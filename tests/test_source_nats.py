@@ -120,6 +120,14 @@ def test_source_replays_the_recording_like_the_file_log(seed_dir, stream_url):
         assert src.caught_up(tp, 3, clock) is log.caught_up(tp, 3, clock) is False
         assert src.caught_up(tp, log.end_offset(tp), clock) is True
     assert src.fingerprint(("payments", 0), 10_000) == "beyond-end"
+    # One connection or five read the same snapshot as the default two.
+    for readers in (1, 5):
+        other = NatsSource(f"{stream_url}&readers={readers}", TOPICS)
+        assert [(r.topic, r.partition, r.offset, r.line, r.arrival_us)
+                for r in other.merged({})] == want
+        assert [other.stream_sequence(tp, o) for tp in other.tps()
+                for o in range(other.end_offset(tp))] == seqs
+        assert other.identity() == src.identity()  # how it is read is not which log it is
     ident = src.identity()
     assert ident["kind"] == "nats" and ident["stream"] == stream_url.rsplit("=", 1)[1]
     assert ident["stream_created"] == summary["stream_created"]
@@ -214,6 +222,29 @@ def test_file_log_checkpoint_resumes_over_nats_when_fingerprints_match(seed_dir,
     got = results(url)
     for part in ("pairs", "outcomes", "facts", "queue", "quarantine", "archive"):
         assert got[part] == file_log_results[part], part
+
+
+def test_a_location_is_parsed_with_its_defaults_and_bounds():
+    from streaming.sources.filelog import SourceError
+    from streaming.sources.nats import DEFAULT_READERS, NatsLocation
+    loc = NatsLocation.parse("nats://alice:s3cret@broker")
+    assert (loc.server, loc.server_address, loc.stream, loc.timeout_s, loc.readers) == \
+        ("nats://alice:s3cret@broker:4222", "broker:4222", "riskstream", 5.0, DEFAULT_READERS)
+    assert "s3cret" not in repr(loc)
+    loc = NatsLocation.parse("nats://broker:4333?stream=pay-1&timeout=0.5&readers=64")
+    assert (loc.server_address, loc.stream, loc.timeout_s, loc.readers) == \
+        ("broker:4333", "pay-1", 0.5, 64)
+    for query, reason in (("readers=0", "readers must be a whole number from 1 to 64"),
+                          ("readers=65", "readers must be a whole number from 1 to 64"),
+                          ("readers=two", "not 'two'"), ("readers=-1", "not '-1'"),
+                          ("timeout=0", "timeout must be > 0"),
+                          ("stream=a.b", "invalid stream name"),
+                          ("colour=blue", "known: stream, timeout, readers")):
+        with pytest.raises(SourceError, match=reason):
+            NatsLocation.parse(f"nats://u:pw@broker?{query}")
+    with pytest.raises(SourceError) as refused:
+        NatsLocation.parse("nats://u:pw@broker?readers=0")
+    assert "pw" not in str(refused.value)  # the refusal names no password
 
 
 def test_missing_stream_and_bad_location_exit_with_a_reason(stream_url, tmp_path):

@@ -2,8 +2,9 @@
 however the bytes are split, statuses and refusals, deliveries' reply subjects read as the
 client library reads them; and against real servers: a subject read in several pulls equals
 what was published, a short subject is a stall with the counts, the consumer is deleted, the
-URL's credentials are sent as the client library sends them, and the server's PINGs are
-answered."""
+URL's credentials are sent as the client library sends them, the server's PINGs are answered,
+and several subjects read over several connections at once equal what one connection reads,
+with a reader's failure stopping the others."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -24,7 +26,7 @@ from nats.aio.msg import Msg
 
 from streaming.sources import nats_wire
 from streaming.sources.nats_wire import (ServerRefused, WireConnection, WireReader, _status,
-                                         delivery_of)
+                                         delivery_of, fetch_subjects, reading_shares)
 from streaming.sources.records import SourceError
 from tests.conftest import IN_CI, hand_written, need_service
 
@@ -355,6 +357,113 @@ def test_a_stream_that_does_not_exist_is_refused_with_the_servers_reason():
             conn.fetch_subject("nope_x", "nope_x.a", 3)
     finally:
         conn.close()
+
+
+# ----------------------------------------------------------- several subjects at once
+def test_subjects_are_shared_among_readers_by_their_messages():
+    wanted = [("s.a", 10), ("s.b", 0), ("s.c", 7), ("s.d", 4), ("s.e", 4), ("s.f", 1)]
+    # The largest first, each to the share with the fewest so far; the empty one left out.
+    assert reading_shares(wanted, 2) == [[("s.a", 10), ("s.e", 4)],
+                                         [("s.c", 7), ("s.d", 4), ("s.f", 1)]]
+    assert reading_shares(wanted, 1) == [[("s.a", 10), ("s.c", 7), ("s.d", 4), ("s.e", 4),
+                                          ("s.f", 1)]]
+    # More readers than subjects: one subject each.
+    assert reading_shares(wanted, 9) == [[("s.a", 10)], [("s.c", 7)], [("s.d", 4)],
+                                         [("s.e", 4)], [("s.f", 1)]]
+    assert reading_shares([("s.b", 0)], 2) == []
+    # Every subject with messages is in exactly one share, for any number of readers.
+    for readers in range(1, 8):
+        shares = reading_shares(wanted, readers)
+        assert sorted(job for share in shares for job in share) == sorted(
+            job for job in wanted if job[1])
+
+
+@pytest.fixture
+def subjects():
+    """A stream of six subjects of 2 to 60 messages, interleaved, deleted afterwards:
+    (name, each subject's messages and their stream sequences)."""
+    need_service("NATS", NATS_HOST, NATS_PORT)
+    url = f"nats://{NATS_HOST}:{NATS_PORT}"
+    name = f"rs_wire_{uuid.uuid4().hex[:12]}"
+    sizes = {"p0": 60, "p1": 2, "p2": 31, "p3": 17, "p4": 44, "p5": 9}
+    order = [subject for k in range(60) for subject, n in sizes.items() if k < n]
+    messages = [(subject, b'{"k":%d,"s":"%s"}' % (k, subject.encode()))
+                for k, subject in enumerate(order)]
+    seqs = asyncio.run(_make_stream(url, name, messages))
+    held: dict[str, tuple[list[bytes], list[int]]] = {}
+    for (subject, data), seq in zip(messages, seqs, strict=True):
+        lines, subject_seqs = held.setdefault(f"{name}.{subject}", ([], []))
+        lines.append(data)
+        subject_seqs.append(seq)
+    yield name, held
+    asyncio.run(_delete(url, name))
+
+
+@pytest.mark.parametrize("readers", [1, 2, 3, 8])
+def test_subjects_read_at_once_equal_what_each_holds(subjects, readers, monkeypatch):
+    name, held = subjects
+    monkeypatch.setattr(nats_wire, "PULL_BATCH", 8)  # several pulls per subject
+    url, address = f"nats://{NATS_HOST}:{NATS_PORT}", f"{NATS_HOST}:{NATS_PORT}"
+    wanted = [(subject, len(lines)) for subject, (lines, _) in held.items()]
+    wanted.append((f"{name}.empty", 0))
+    got = fetch_subjects(url, address, 5.0, name, wanted, readers)
+    assert got == held  # every message and its sequence; the empty subject not asked for
+    # A snapshot of fewer than a subject holds reads only those.
+    first = fetch_subjects(url, address, 5.0, name, [(f"{name}.p0", 25), (f"{name}.p4", 3)],
+                           readers)
+    assert first == {f"{name}.p0": (held[f"{name}.p0"][0][:25], held[f"{name}.p0"][1][:25]),
+                     f"{name}.p4": (held[f"{name}.p4"][0][:3], held[f"{name}.p4"][1][:3])}
+    assert asyncio.run(_consumers(url, name)) == 0
+    assert not [t for t in threading.enumerate() if t.name.startswith("nats-reader-")]
+
+
+def test_a_readers_failure_is_raised_and_stops_the_others_at_once(subjects, monkeypatch):
+    # One subject fails at once; the other reader is waiting on a subject that would stall for
+    # the whole 5 s timeout. The failure is raised, and the waiting reader's connection is
+    # ended under it rather than left to its timeout.
+    name, held = subjects
+    url, address = f"nats://{NATS_HOST}:{NATS_PORT}", f"{NATS_HOST}:{NATS_PORT}"
+    fetch = WireConnection.fetch_subject
+    waiting = threading.Event()
+
+    def failing(self, stream, subject, count):
+        if subject.endswith(".p1"):
+            assert waiting.wait(5)
+            time.sleep(0.2)  # the other reader is in its read by now
+            raise SourceError(f"{subject}: refused for the test")
+        waiting.set()
+        return fetch(self, stream, subject, count)
+
+    monkeypatch.setattr(WireConnection, "fetch_subject", failing)
+    t0 = time.monotonic()
+    with pytest.raises(SourceError, match=rf"{name}\.p1: refused for the test"):
+        fetch_subjects(url, address, 5.0, name, [(f"{name}.p0", 61), (f"{name}.p1", 2)], 2)
+    assert time.monotonic() - t0 < 3
+    assert not [t for t in threading.enumerate() if t.name.startswith("nats-reader-")]
+
+
+def test_a_connection_ended_from_another_thread_ends_its_read(subjects):
+    name, _ = subjects
+    conn = WireConnection(f"nats://{NATS_HOST}:{NATS_PORT}", f"{NATS_HOST}:{NATS_PORT}", 5.0)
+    timer = threading.Timer(0.3, conn.abort)
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(SourceError, match="closed the connection reading"):
+            conn.fetch_subject(name, f"{name}.p1", 5)  # holds 2: would stall for 5 s
+        assert time.monotonic() - t0 < 3
+    finally:
+        timer.join()
+        conn.close()
+    conn.abort()  # closed already: nothing to end
+
+
+def test_a_missing_stream_is_refused_whatever_the_readers():
+    need_service("NATS", NATS_HOST, NATS_PORT)
+    for readers in (1, 2):
+        with pytest.raises(SourceError, match=r"stream not found \(code 10059\)"):
+            fetch_subjects(f"nats://{NATS_HOST}:{NATS_PORT}", f"{NATS_HOST}:{NATS_PORT}", 2.0,
+                           "nope_x", [("nope_x.a", 3), ("nope_x.b", 5)], readers)
 
 
 # ------------------------------------------------------------- servers of the test's own

@@ -8,8 +8,9 @@ source maps them to JetStream stream sequences internally.
 
 Reading: a run reads a snapshot. At open the source asks the server how many messages each
 subject holds (the client library, on a private event loop), then fetches exactly those with
-one ephemeral pull consumer per subject (no acks, deleted afterwards) over a connection that
-speaks the client protocol itself (`nats_wire`), and closes both connections. Records
+one ephemeral pull consumer per subject (no acks, deleted afterwards) over connections that
+speak the client protocol itself (`nats_wire`; the location's `readers`, two by default, read
+subjects at once), and closes every connection. Records
 published later are read by the next run, exactly as a file log that grew. Replay order,
 arrival times and `caught_up` follow the file log's rules (shared functions), so a recording
 replays in the same order from either source.
@@ -33,12 +34,16 @@ import orjson
 
 from .filelog import (DEFAULT_MAX_ARRIVAL_JUMP_US, TP, PartitionBuffer, SourceError,
                       SourceFault, decode_partitions)
-from .nats_wire import WireConnection
+from .nats_wire import fetch_subjects
 
 log = logging.getLogger(__name__)
 
 DEFAULT_STREAM = "riskstream"
 DEFAULT_TIMEOUT_S = 5.0
+# Connections reading a snapshot's subjects at once: two kept the server busy on both of a
+# 2-core machine's cores (docs/performance.md, forty-sixth round).
+DEFAULT_READERS = 2
+MAX_READERS = 64
 LAYOUT_KIND = "riskstream-layout"
 LAYOUT_VERSION = 1
 # Stream names may not contain '.', '*', '>', path separators or whitespace.
@@ -50,15 +55,18 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class NatsLocation:
-    """A parsed `nats://HOST:PORT?stream=NAME[&timeout=SECONDS]` location. The port defaults
-    to 4222; timeout (default 5) bounds connecting, each JetStream request and a stall while
-    reading a subject. Credentials in the URL (`nats://USER:PASSWORD@HOST`) are used to
-    connect and never shown: messages and identities name `server_address` only."""
+    """A parsed `nats://HOST:PORT?stream=NAME[&timeout=SECONDS][&readers=N]` location. The
+    port defaults to 4222; timeout (default 5) bounds connecting, each JetStream request and a
+    stall while reading a subject; readers (default 2, at most 64) is how many connections
+    read a snapshot's subjects at once. Credentials in the URL (`nats://USER:PASSWORD@HOST`)
+    are used to connect and never shown: messages and identities name `server_address`
+    only."""
 
     server: str = field(repr=False)  # the connect URL, credentials included
     server_address: str  # host:port
     stream: str = DEFAULT_STREAM
     timeout_s: float = DEFAULT_TIMEOUT_S
+    readers: int = DEFAULT_READERS
 
     @classmethod
     def parse(cls, location: str) -> NatsLocation:
@@ -69,10 +77,10 @@ class NatsLocation:
             raise SourceError(f"not a NATS location: {location!r} "
                               f"(expected nats://HOST:PORT?stream=NAME)")
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        unknown = set(query) - {"stream", "timeout"}
+        unknown = set(query) - {"stream", "timeout", "readers"}
         if unknown:
             raise SourceError(f"unknown NATS location parameter(s) {sorted(unknown)} in "
-                              f"{location!r}; known: stream, timeout")
+                              f"{location!r}; known: stream, timeout, readers")
         stream = query.get("stream", DEFAULT_STREAM)
         if not _STREAM_RE.match(stream):
             raise SourceError(f"invalid stream name {stream!r}: use letters, digits, '_' and '-'")
@@ -82,11 +90,15 @@ class NatsLocation:
             raise SourceError(f"invalid NATS location parameter in {location!r}: {exc}") from None
         if timeout_s <= 0:
             raise SourceError(f"timeout must be > 0 in {location!r}")
+        readers_text = query.get("readers", str(DEFAULT_READERS))
+        if not readers_text.isdigit() or not 1 <= int(readers_text) <= MAX_READERS:
+            raise SourceError(f"readers must be a whole number from 1 to {MAX_READERS} in "
+                              f"{location!r}, not {readers_text!r}")
         netloc = parts.netloc
         address = netloc.rsplit("@", 1)[-1]
         if parts.port is None:
             netloc, address = f"{netloc}:4222", f"{address}:4222"
-        return cls(f"nats://{netloc}", address, stream, timeout_s)
+        return cls(f"nats://{netloc}", address, stream, timeout_s, int(readers_text))
 
     def subject(self, topic: str, partition: int) -> str:
         return f"{self.stream}.{topic}.p{partition}"
@@ -238,24 +250,17 @@ class NatsSource(PartitionBuffer):
         return True
 
     def _fetch(self, wanted: list[tuple[TP, int]]) -> None:
-        """Read the snapshot: each subject's first `count` messages, in stream order, over one
-        connection of the client protocol's own (`nats_wire`: the client library's
-        per-message work was most of a snapshot's reading)."""
+        """Read the snapshot: each subject's first `count` messages, in stream order, over
+        connections of the client protocol's own (`nats_wire`: the client library's
+        per-message work was most of a snapshot's reading), the location's `readers` at
+        once."""
         loc = self.location
-        conn = None
-        try:
-            for tp, count in wanted:
-                lines: list[bytes] = []
-                seqs: list[int] = []
-                if count and self.owns(tp):
-                    if conn is None:
-                        conn = WireConnection(loc.server, loc.server_address, loc.timeout_s)
-                    lines, seqs = conn.fetch_subject(loc.stream, loc.subject(*tp), count)
-                self._lines[tp] = lines
-                self._seqs[tp] = seqs
-        finally:
-            if conn is not None:
-                conn.close()
+        subjects = {tp: loc.subject(*tp) for tp, _ in wanted}
+        read = fetch_subjects(loc.server, loc.server_address, loc.timeout_s, loc.stream,
+                              [(subjects[tp], count) for tp, count in wanted
+                               if self.owns(tp)], loc.readers)
+        for tp, _ in wanted:
+            self._lines[tp], self._seqs[tp] = read.get(subjects[tp], ([], []))
 
     def stream_sequence(self, tp: TP, offset: int) -> int:
         """The JetStream stream sequence of the subject's message at `offset`."""

@@ -17,6 +17,9 @@ protocol for that, on one blocking socket:
   batches pulled `PULL_DEPTH` requests at a time (up to `PULL_BATCH` messages and about
   `PULL_BYTES` each, each request expiring after the location's timeout), and the consumer
   deleted at the end;
+- several subjects at once: `fetch_subjects` shares them among a few connections, each read
+  by its own thread (the server serves each connection on its own, and a reader waiting on
+  its socket leaves the interpreter to the others);
 - frames parsed from a buffer of whole socket reads: `MSG`/`HMSG` (a status in an `HMSG`'s
   headers ends a pull request), `PING` (answered), `-ERR` (fatal), `INFO`/`+OK`/`PONG`.
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Final, Protocol
@@ -257,6 +261,92 @@ def pull_size(wanted: int, largest: int) -> int:
     return max(1, min(wanted, PULL_BATCH, PULL_BYTES // max(largest, 1)))
 
 
+def reading_shares(wanted: list[tuple[str, int]], readers: int) -> list[list[tuple[str, int]]]:
+    """`wanted` (subject, messages) shared among at most `readers` connections so each reads
+    about as many messages: the largest subject first, each to the share with the fewest so
+    far (the first of equals). Subjects with no messages are left out; each share keeps the
+    subjects in the order it was given them."""
+    jobs = [(subject, n) for subject, n in wanted if n > 0]
+    shares: list[list[tuple[str, int]]] = [[] for _ in range(min(max(readers, 1), len(jobs)))]
+    totals = [0] * len(shares)
+    for subject, n in sorted(jobs, key=lambda job: -job[1]):
+        i = totals.index(min(totals))
+        shares[i].append((subject, n))
+        totals[i] += n
+    return shares
+
+
+class _Readers:
+    """What the readers of `fetch_subjects` share: the subjects read so far, the first error
+    and the connections open, so that error stops every other reader at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.error: BaseException | None = None
+        self.open: list[WireConnection] = []
+        self.read: dict[str, tuple[list[bytes], list[int]]] = {}
+
+    def fail(self, exc: BaseException) -> None:
+        with self.lock:
+            if self.error is not None:
+                return  # another reader's failure ended this one: the first error stands
+            self.error = exc
+            for conn in self.open:
+                conn.abort()
+
+    def run(self, server: str, address: str, timeout_s: float, stream: str,
+            share: list[tuple[str, int]]) -> None:
+        try:
+            conn = WireConnection(server, address, timeout_s)
+        except BaseException as exc:
+            self.fail(exc)
+            return
+        try:
+            with self.lock:
+                if self.error is not None:
+                    return
+                self.open.append(conn)
+            for subject, count in share:
+                self.read[subject] = conn.fetch_subject(stream, subject, count)
+        except BaseException as exc:
+            self.fail(exc)
+        finally:
+            with self.lock:
+                if conn in self.open:
+                    self.open.remove(conn)
+            conn.close()
+
+
+def fetch_subjects(server: str, address: str, timeout_s: float, stream: str,
+                   wanted: list[tuple[str, int]], readers: int
+                   ) -> dict[str, tuple[list[bytes], list[int]]]:
+    """Each (subject, count) of `wanted` read as `WireConnection.fetch_subject` reads it,
+    over up to `readers` connections at once (`reading_shares`), each in its own thread; one
+    reader reads in the calling thread. A subject with no messages is not asked for and is
+    absent from the result. The first failure of any reader is raised, after it has closed
+    the others' connections: their reads end there, and what they say then is not reported.
+    Which of two failing subjects is named first depends on which failed first."""
+    shares = reading_shares(wanted, readers)
+    state = _Readers()
+    if len(shares) == 1:
+        state.run(server, address, timeout_s, stream, shares[0])
+    elif shares:
+        threads = [threading.Thread(target=state.run, daemon=True, name=f"nats-reader-{i}",
+                                    args=(server, address, timeout_s, stream, share))
+                   for i, share in enumerate(shares)]
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        except BaseException as exc:  # interrupted while waiting: stop the readers too
+            state.fail(exc)
+            raise
+    if state.error is not None:
+        raise state.error
+    return state.read
+
+
 class WireConnection:
     """One blocking connection to a NATS server (see the module's docstring)."""
 
@@ -309,6 +399,14 @@ class WireConnection:
 
     def close(self) -> None:
         self.sock.close()
+
+    def abort(self) -> None:
+        """End the connection from another thread: a read waiting on it returns at once (as
+        the server closing it), where `close` would leave that read waiting."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed
 
     def _info(self) -> dict:
         """The server's greeting (`INFO {...}`)."""
