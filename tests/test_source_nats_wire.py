@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from nats.aio.msg import Msg
 
 from streaming.sources import nats_wire
-from streaming.sources.nats_wire import (ServerRefused, WireConnection, WireReader, _status,
+from streaming.sources.nats_wire import (ServerRefused, WireConnection, WireReader, status_of,
                                          delivery_of, fetch_subjects, reading_shares)
 from streaming.sources.records import SourceError
 from tests.conftest import IN_CI, hand_written, need_service
@@ -99,11 +99,11 @@ def test_frames_are_the_same_however_the_bytes_are_split():
 
 
 def test_a_status_is_told_from_a_messages_own_headers():
-    assert _status(b"NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 2\r\n\r\n") == \
+    assert status_of(b"NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 2\r\n\r\n") == \
         (408, "Request Timeout")
-    assert _status(b"NATS/1.0 503\r\n\r\n") == (503, "")
-    assert _status(b"NATS/1.0\r\nNats-Msg-Id: r/p0/0\r\n\r\n") is None
-    assert _status(b"") is None
+    assert status_of(b"NATS/1.0 503\r\n\r\n") == (503, "")
+    assert status_of(b"NATS/1.0\r\nNats-Msg-Id: r/p0/0\r\n\r\n") is None
+    assert status_of(b"") is None
 
 
 def test_a_refusal_and_an_unknown_line_are_errors_with_what_the_server_said():

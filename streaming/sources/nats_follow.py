@@ -1,10 +1,11 @@
 """NATS JetStream, followed: the snapshot source plus a live tail.
 
 At open the source reads the stream as `NatsSource` does (everything each owned subject holds,
-so journal replay and fingerprints work by offset), then keeps one connection open on a private
-event loop with one ordered consumer per owned subject, started at the stream sequence after
-the last message of that subject it already holds. Delivered messages wait in an in-memory
-inbox until the worker polls them; polling appends them to the per-subject buffers, so a polled
+so journal replay and fingerprints work by offset), then keeps one connection open in a thread
+of its own (`nats_tail.LiveTail`, the client protocol spoken by `nats_wire`) with one pull
+consumer per owned subject, started at the stream sequence after the last message of that
+subject it already holds. Delivered messages wait in an in-memory inbox until the worker polls
+them; polling appends them to the per-subject buffers, so a polled
 record has an offset (its index in the subject) like any other and the journal can name it.
 
 Positions never come from the broker: the worker resumes from its checkpoint and journal (per
@@ -16,56 +17,17 @@ so a checkpoint taken under one assignment is refused under another."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import asyncio
 import collections
 import itertools
 import threading
-import time
-from dataclasses import dataclass, field
 
 from ..timeutil import NEG_INF
 from .filelog import TP, RawRecord, SourceError
 from .nats import NatsSource
-from .nats_wire import delivery_of
+from .nats_tail import BrokerHealth, LiveTail
 from .records import (DEFAULT_MAX_ARRIVAL_JUMP_US, JUMP_LOOKAHEAD, SourceFault, arrival_column,
                       arrival_jump, arrival_suspect, jump_fault, partition_frontier,
                       trailing_jump, wall_clock_us)
-
-
-@dataclass
-class BrokerHealth:
-    """Connection events seen by the client, in wall time (for metrics and the outage bound)."""
-
-    connected: bool = True
-    disconnected_since: float | None = None
-    outages: int = 0
-    outage_seconds: float = 0.0
-    last_error: str | None = None
-    events: list = field(default_factory=list)
-
-    def down(self) -> None:
-        if self.connected:
-            self.connected = False
-            self.disconnected_since = time.monotonic()
-            self.outages += 1
-
-    def up(self) -> None:
-        if not self.connected and self.disconnected_since is not None:
-            self.outage_seconds += time.monotonic() - self.disconnected_since
-        self.connected = True
-        self.disconnected_since = None
-
-    def down_for(self) -> float:
-        if self.connected or self.disconnected_since is None:
-            return 0.0
-        return time.monotonic() - self.disconnected_since
-
-    def as_dict(self) -> dict:
-        return {"connected": self.connected, "outages": self.outages,
-                "outage_seconds": round(self.outage_seconds + self.down_for(), 3),
-                "last_error": self.last_error}
 
 
 class NatsFollowSource(NatsSource):
@@ -92,9 +54,7 @@ class NatsFollowSource(NatsSource):
         self._server_pending: dict[TP, int] = {}
         self._stamps: dict[TP, dict[int, int]] = {}
         self.health = BrokerHealth()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._nc: Any = None
+        self._tail: LiveTail | None = None
         super().__init__(location, topics, arrival_field, max_arrival_jump_us)
         self._start_tail()
 
@@ -106,41 +66,8 @@ class NatsFollowSource(NatsSource):
 
     # -- the live tail -------------------------------------------------------------------------
     def _start_tail(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="nats-follow",
-                                        daemon=True)
-        self._thread.start()
-        fut = asyncio.run_coroutine_threadsafe(self._subscribe(), self._loop)
-        try:
-            fut.result(timeout=self.location.timeout_s * 4)
-        except Exception as exc:
-            self.close()
-            if isinstance(exc, SourceError):
-                raise
-            raise SourceError(f"cannot follow stream {self.location.stream!r} at "
-                              f"{self.location.server_address}: {type(exc).__name__}: {exc}"
-                              ) from None
-
-    async def _subscribe(self) -> None:
-        import nats
-        from nats.js.api import ConsumerConfig, DeliverPolicy
         loc = self.location
-        health = self.health
-
-        async def on_disconnect() -> None:
-            health.down()
-
-        async def on_reconnect() -> None:
-            health.up()
-
-        async def on_error(exc) -> None:
-            health.last_error = f"{type(exc).__name__}: {exc}"
-
-        self._nc = await nats.connect(
-            loc.server, connect_timeout=loc.timeout_s, allow_reconnect=True,
-            max_reconnect_attempts=-1, reconnect_time_wait=0.25,
-            disconnected_cb=on_disconnect, reconnected_cb=on_reconnect, error_cb=on_error)
-        js = self._nc.jetstream(timeout=loc.timeout_s)
+        starts: dict[TP, tuple[str, int]] = {}
         for tp in self.tps():
             if not self.owns(tp):
                 continue
@@ -149,21 +76,23 @@ class NatsFollowSource(NatsSource):
             self._queued_seq[tp] = start - 1
             self._server_pending[tp] = 0
             self._stamps[tp] = {}
+            starts[tp] = (loc.subject(*tp), start)
+        try:
+            self._tail = LiveTail(loc.server, loc.server_address, loc.timeout_s, loc.stream,
+                                  starts, self._on_message, self._wakeup.set, self.health)
+        except SourceError as exc:
+            raise SourceError(f"cannot follow stream {loc.stream!r} at "
+                              f"{loc.server_address}: {exc}") from None
+        self._tail.start()
 
-            async def on_message(msg, tp=tp) -> None:
-                seq, pending, stamp = delivery_of(msg.reply)
-                if seq <= self._queued_seq[tp]:
-                    return  # redelivered after a consumer reset: already queued
-                self._queued_seq[tp] = seq
-                self._server_pending[tp] = pending
-                self._inbox.append((tp, seq, msg.data, stamp))
-                self._wakeup.set()
-
-            await js.subscribe(loc.subject(*tp), stream=loc.stream, ordered_consumer=True,
-                               config=ConsumerConfig(
-                                   deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                                   opt_start_seq=start),
-                               idle_heartbeat=2.0, cb=on_message)
+    def _on_message(self, tp: TP, seq: int, pending: int, stamp: int, data: bytes) -> None:
+        """A delivery, in the tail's thread: queued for the next poll (the tail wakes a
+        waiting poll once per read, not once per message)."""
+        if seq <= self._queued_seq[tp]:
+            return  # already queued
+        self._queued_seq[tp] = seq
+        self._server_pending[tp] = pending
+        self._inbox.append((tp, seq, data, stamp))
 
     def poll(self, max_records: int, timeout_s: float) -> list[RawRecord]:
         """Up to `max_records` records delivered since the last poll (a few more when held
@@ -357,32 +286,6 @@ class NatsFollowSource(NatsSource):
         return None
 
     def close(self) -> None:
-        loop = self._loop
-        if loop is None:
-            return
-        self._loop = None
-
-        async def shut() -> None:
-            if self._nc is not None:
-                try:
-                    await asyncio.wait_for(self._nc.close(), 2.0)
-                except Exception:  # closing a broken connection: nothing left to release
-                    pass
-            # The client's per-subscription housekeeping tasks outlive close(): end them here.
-            me = asyncio.current_task()
-            rest = [t for t in asyncio.all_tasks() if t is not me]
-            for t in rest:
-                t.cancel()
-            await asyncio.gather(*rest, return_exceptions=True)
-
-        try:
-            asyncio.run_coroutine_threadsafe(shut(), loop).result(timeout=3.0)
-        except Exception:
-            pass
-        loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(timeout=3.0)
-            if not self._thread.is_alive():
-                # Closed here, not by the collector at interpreter exit (where its self-pipe
-                # may already be gone and `__del__` prints a traceback).
-                loop.close()
+        tail, self._tail = self._tail, None
+        if tail is not None:
+            tail.close()

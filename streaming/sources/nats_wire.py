@@ -11,8 +11,9 @@ protocol for that, on one blocking socket:
 - connect: the server's `INFO`, our `CONNECT` (headers on, no echo, the URL's credentials as
   the client library sends them: user and password, or a lone user as a token) and a
   `PING`/`PONG`, so a refusal (`-ERR`) is seen at once;
-- two subscriptions on a private inbox: one for API replies, one for deliveries (a delivery
-  names its message's own subject, so the subscription tells them apart);
+- subscriptions on a private inbox: API replies, a snapshot's deliveries, publish
+  acknowledgements, and a live tail's deliveries and request statuses (`nats_tail`); a
+  delivery names its message's own subject, so the subscription tells them apart;
 - per subject: an ephemeral pull consumer (deliver all, no acks, filtered to the subject),
   batches pulled `PULL_DEPTH` requests at a time (up to `PULL_BATCH` messages and about
   `PULL_BYTES` each, each request expiring after the location's timeout), and the consumer
@@ -55,8 +56,10 @@ _READ = 1 << 20
 _CRLF = b"\r\n"
 # How much longer than a pull request's expiry a read waits for the server's word on it.
 _STATUS_GRACE_S = 1.0
-# The connection's subscription IDs, as the frames carry them.
-_REPLIES_SID, _DELIVERIES_SID, _ACKS_SID = b"1", b"2", b"3"
+# The connection's subscription IDs, as the frames carry them: API replies, a snapshot's
+# deliveries, publish acknowledgements, and a live tail's deliveries and the statuses of its
+# pull requests (`nats_tail`).
+_REPLIES_SID, _DELIVERIES_SID, _ACKS_SID, TAIL_SID = b"1", b"2", b"3", b"4"
 # A consumer left behind by a process that died mid-read goes after this long without reads.
 _INACTIVE_NS = 60 * 1_000_000_000
 
@@ -84,7 +87,7 @@ def delivery_of(reply: str) -> tuple[int, int, int]:
                       "JetStream acknowledgement subject")
 
 
-def _status(headers: bytes) -> tuple[int, str] | None:
+def status_of(headers: bytes) -> tuple[int, str] | None:
     """(code, description) of a status message's headers (`NATS/1.0 408 Request Timeout`);
     None for a message's own headers (`NATS/1.0` alone on the first line)."""
     if headers[8:9] != b" ":  # asked of every message: the cheap test first
@@ -209,7 +212,7 @@ class WireReader:
                 break
             if frame.sid != _DELIVERIES_SID:
                 continue  # a late reply to an earlier API request
-            status = _status(frame.headers) if frame.headers else None
+            status = status_of(frame.headers) if frame.headers else None
             if status is not None:
                 if status[0] in (404, 408):
                     return taken, status[0]  # the request expired: ask again, or stall
@@ -350,7 +353,8 @@ def fetch_subjects(server: str, address: str, timeout_s: float, stream: str,
 class WireConnection:
     """One blocking connection to a NATS server (see the module's docstring)."""
 
-    def __init__(self, server: str, address: str, timeout_s: float):
+    def __init__(self, server: str, address: str, timeout_s: float,
+                 name: str = "riskstream-snapshot"):
         self.address = address
         self.timeout_s = timeout_s
         url = urlsplit(server)
@@ -366,6 +370,7 @@ class WireConnection:
         self.inbox = f"_INBOX.rs{os.urandom(8).hex()}"
         self.deliveries = f"{self.inbox}.m"
         self.acknowledgements = f"{self.inbox}.a."  # publish_window's replies: this + k
+        self.tail_replies = f"{self.inbox}.t."  # a tail's pull requests' replies: this + k
         self._requests = 0
         try:
             info = self._info()
@@ -374,7 +379,7 @@ class WireConnection:
                                   f"nats:// location does not use")
             options: dict = {"verbose": False, "pedantic": False, "lang": "python",
                              "version": "riskstream", "protocol": 1, "headers": True,
-                             "no_responders": True, "echo": False, "name": "riskstream-snapshot"}
+                             "no_responders": True, "echo": False, "name": name}
             if url.username is not None and url.password is not None:
                 options["user"], options["pass"] = url.username, url.password
             elif url.username is not None:
@@ -390,9 +395,10 @@ class WireConnection:
                     raise SourceError(f"cannot connect to NATS at {address}: {exc}") from None
             self.max_payload = int(info.get("max_payload") or 1 << 20)
             # API replies, deliveries and publish acknowledgements, each through its own.
-            self._send(b"SUB %s.r.* %s\r\nSUB %s %s\r\nSUB %s* %s\r\n" % (
+            self._send(b"SUB %s.r.* %s\r\nSUB %s %s\r\nSUB %s* %s\r\nSUB %s* %s\r\n" % (
                 self.inbox.encode(), _REPLIES_SID, self.deliveries.encode(), _DELIVERIES_SID,
-                self.acknowledgements.encode(), _ACKS_SID))
+                self.acknowledgements.encode(), _ACKS_SID, self.tail_replies.encode(),
+                TAIL_SID))
         except BaseException:
             self.sock.close()
             raise
@@ -452,6 +458,11 @@ class WireConnection:
             raise SourceError(f"NATS at {self.address} closed the connection {doing}")
         r.feed(chunk)
 
+    def receive(self, doing: str) -> None:
+        """Wait for the server's next bytes (up to the timeout and its grace) and add them to
+        `reader`: a SourceError when nothing comes, or the connection ends."""
+        self._read(doing)
+
     def _publish(self, subject: str, reply: str, body: bytes) -> None:
         self._send(f"PUB {subject} {reply} {len(body)}\r\n".encode() + body + _CRLF)
 
@@ -466,7 +477,7 @@ class WireConnection:
             for frame in self.reader.frames():
                 if frame.sid != _REPLIES_SID or frame.subject != want:
                     continue  # a delivery of an ended pull, or a reply nobody waits for
-                status = _status(frame.headers) if frame.headers else None
+                status = status_of(frame.headers) if frame.headers else None
                 if status is not None:
                     if status[0] == 503:
                         raise SourceError(f"NATS at {self.address}: no JetStream responds "
@@ -505,7 +516,7 @@ class WireConnection:
             for frame in self.reader.frames():
                 if frame.sid != _ACKS_SID:
                     continue
-                status = _status(frame.headers) if frame.headers else None
+                status = status_of(frame.headers) if frame.headers else None
                 acks.on_reply(frame.subject.decode("ascii", "replace"), frame.data,
                               None if status is None else str(status[0]))
             if not acks.complete:
@@ -520,17 +531,7 @@ class WireConnection:
         seqs: list[int] = []
         if count == 0:
             return lines, seqs
-        config = {"stream_name": stream,
-                  "config": {"deliver_policy": "all", "ack_policy": "none",
-                             "replay_policy": "instant", "filter_subject": subject,
-                             "inactive_threshold": _INACTIVE_NS, "mem_storage": True,
-                             "num_replicas": 1}}
-        created = self.request(f"$JS.API.CONSUMER.CREATE.{stream}", orjson.dumps(config),
-                               f"creating a consumer of {subject}")
-        name = created.get("name")
-        if not isinstance(name, str) or not name:
-            raise SourceError(f"NATS at {self.address}: no consumer name in the reply "
-                              f"creating a consumer of {subject}")
+        name = self.create_consumer(stream, subject)
         try:
             self._pull(stream, name, subject, count, lines, seqs)
         finally:
@@ -541,14 +542,37 @@ class WireConnection:
                 pass  # inactive, the server removes it after _INACTIVE_NS
         return lines, seqs
 
+    def create_consumer(self, stream: str, subject: str, start_seq: int = 0) -> str:
+        """An ephemeral pull consumer of `subject` (no acks, in memory, removed by the server
+        after `_INACTIVE_NS` without reads), from the stream's first message or from stream
+        sequence `start_seq`: its name."""
+        policy: dict = ({"deliver_policy": "by_start_sequence", "opt_start_seq": start_seq}
+                        if start_seq > 0 else {"deliver_policy": "all"})
+        config = {"stream_name": stream,
+                  "config": {**policy, "ack_policy": "none", "replay_policy": "instant",
+                             "filter_subject": subject, "inactive_threshold": _INACTIVE_NS,
+                             "mem_storage": True, "num_replicas": 1}}
+        created = self.request(f"$JS.API.CONSUMER.CREATE.{stream}", orjson.dumps(config),
+                               f"creating a consumer of {subject}")
+        name = created.get("name")
+        if not isinstance(name, str) or not name:
+            raise SourceError(f"NATS at {self.address}: no consumer name in the reply "
+                              f"creating a consumer of {subject}")
+        return name
+
+    def pull(self, stream: str, consumer: str, reply: str, batch: int, expires_s: float
+             ) -> None:
+        """Ask `consumer` for up to `batch` messages, sent to `reply` as they come, the
+        request expiring after `expires_s` (the server then says so, with status 408)."""
+        self._publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}", reply,
+                      orjson.dumps({"batch": batch, "expires": int(expires_s * 1_000_000_000)}))
+
     def _pull(self, stream: str, consumer: str, subject: str, count: int, lines: list[bytes],
               seqs: list[int]) -> None:
         """Pull `count` messages, `PULL_DEPTH` requests open at a time so the server always has
         one to fill while the last batch is read. The server fills its waiting requests in
         order and expires them in order, so each delivery and each status belongs to the
         oldest open request."""
-        api = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
-        expires = int(self.timeout_s * 1_000_000_000)
         open_requests: deque[list[int]] = deque()  # [asked, received] of each, oldest first
         asked_total = 0  # messages asked for in requests still open
         largest = 0  # the largest payload seen (none yet: the server's bound stands for it)
@@ -558,8 +582,7 @@ class WireConnection:
             wanted = count - len(lines) - asked_total
             if wanted > 0:
                 n = pull_size(wanted, largest or self.max_payload)
-                self._publish(api, self.deliveries,
-                              orjson.dumps({"batch": n, "expires": expires}))
+                self.pull(stream, consumer, self.deliveries, n, self.timeout_s)
                 open_requests.append([n, 0])
                 asked_total += n
 

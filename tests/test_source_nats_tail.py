@@ -1,0 +1,250 @@
+"""The live tail (`streaming.sources.nats_tail`) against real servers: each subject's messages
+delivered once, in order, from where the source's snapshot ended; an idle tail stays connected
+while its requests expire; a consumer deleted under it and a server restarted under it are
+survived without losing or repeating a message, and reported as outages; closing ends it at
+once; a stream it cannot follow is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+
+import pytest
+
+from streaming.sources.nats_tail import BrokerHealth, LiveTail
+from streaming.sources.records import SourceError
+from tests.conftest import need_service
+from tests.test_follow_outages import PrivateNats
+from tests.test_source_nats_wire import _delete, _make_stream
+
+pytestmark = pytest.mark.nats
+
+NATS_HOST, NATS_PORT = "127.0.0.1", 4222
+
+
+class Received:
+    """What a tail handed over: deliveries per partition and how many reads delivered any."""
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, int], list[tuple[int, int, int, bytes]]] = {}
+        self.reads = 0
+        self.lock = threading.Lock()
+
+    def deliver(self, tp, seq, pending, stamp, data) -> None:
+        with self.lock:
+            self.items.setdefault(tp, []).append((seq, pending, stamp, data))
+
+    def delivered(self) -> None:
+        self.reads += 1
+
+    def count(self) -> int:
+        with self.lock:
+            return sum(len(v) for v in self.items.values())
+
+    def wait_for(self, n: int, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.count() < n:
+            assert time.monotonic() < deadline, f"{self.count()} of {n} delivered"
+            time.sleep(0.02)
+
+    def data(self, tp) -> list[bytes]:
+        return [item[3] for item in self.items.get(tp, [])]
+
+    def seqs(self, tp) -> list[int]:
+        return [item[0] for item in self.items.get(tp, [])]
+
+
+def _server(port: int = NATS_PORT) -> tuple[str, str]:
+    return f"nats://{NATS_HOST}:{port}", f"{NATS_HOST}:{port}"
+
+
+def _publish(url: str, name: str, messages: list[tuple[str, bytes]]) -> list[int]:
+    """Publish to an existing stream: the stream sequences."""
+    async def run() -> list[int]:
+        import nats as nats_client
+        nc = await nats_client.connect(url)
+        try:
+            js = nc.jetstream()
+            return [(await js.publish(f"{name}.{subject}", data)).seq
+                    for subject, data in messages]
+        finally:
+            await nc.close()
+    return asyncio.run(run())
+
+
+def _consumer_names(url: str, name: str) -> list[str]:
+    async def run() -> list[str]:
+        import nats as nats_client
+        nc = await nats_client.connect(url)
+        try:
+            return [c.name for c in await nc.jetstream().consumers_info(name)]
+        finally:
+            await nc.close()
+    return asyncio.run(run())
+
+
+def _delete_consumers(url: str, name: str) -> None:
+    async def run() -> None:
+        import nats as nats_client
+        nc = await nats_client.connect(url)
+        try:
+            js = nc.jetstream()
+            for c in await js.consumers_info(name):
+                await js.delete_consumer(name, c.name)
+        finally:
+            await nc.close()
+    asyncio.run(run())
+
+
+A, B = ("t", 0), ("t", 1)
+
+
+def _tail(url: str, address: str, name: str, starts: dict, got: Received,
+          timeout_s: float = 5.0, health: BrokerHealth | None = None) -> LiveTail:
+    tail = LiveTail(url, address, timeout_s, name,
+                    {tp: (f"{name}.{tp[0]}.p{tp[1]}", start) for tp, start in starts.items()},
+                    got.deliver, got.delivered, health or BrokerHealth())
+    tail.start()
+    return tail
+
+
+@pytest.fixture
+def stream():
+    """A stream holding five messages on each of two subjects, interleaved, deleted
+    afterwards: (name, the stream sequences of each subject's messages)."""
+    need_service("NATS", NATS_HOST, NATS_PORT)
+    url, _ = _server()
+    name = f"rs_tail_{uuid.uuid4().hex[:12]}"
+    messages = [(f"t.p{k % 2}", b'{"k":%d}' % k) for k in range(10)]
+    seqs = asyncio.run(_make_stream(url, name, messages))
+    yield name, {A: seqs[0::2], B: seqs[1::2]}
+    asyncio.run(_delete(url, name))
+
+
+def test_each_subjects_messages_come_once_in_order_from_its_start(stream):
+    name, seqs = stream
+    url, address = _server()
+    got = Received()
+    # Partition A's snapshot ended at its third message; B's holds nothing yet.
+    tail = _tail(url, address, name, {A: seqs[A][2] + 1, B: 1}, got)
+    try:
+        got.wait_for(2 + 5)
+        assert got.data(A) == [b'{"k":6}', b'{"k":8}'] and got.seqs(A) == seqs[A][3:]
+        assert got.data(B) == [b'{"k":%d}' % k for k in (1, 3, 5, 7, 9)]
+        # Live messages, interleaved, as they are published.
+        live = [(f"t.p{k % 2}", b'{"k":%d}' % k) for k in range(10, 50)]
+        live_seqs = _publish(url, name, live)
+        got.wait_for(7 + 40)
+        assert got.data(A)[2:] == [b'{"k":%d}' % k for k in range(10, 50, 2)]
+        assert got.seqs(B)[5:] == live_seqs[1::2]
+        for tp in (A, B):
+            s = got.seqs(tp)
+            assert s == sorted(set(s))  # rising, none twice
+            # Pending: what the server held beyond each delivery; nothing after the last.
+            assert got.items[tp][-1][1] == 0
+            assert all(item[2] > 1_700_000_000 * 10**9 for item in got.items[tp])
+        assert 1 <= got.reads <= got.count()
+        assert tail.health.outages == 0
+    finally:
+        tail.close()
+
+
+def test_an_idle_tail_stays_connected_while_its_requests_expire(stream):
+    name, seqs = stream
+    url, address = _server()
+    got = Received()
+    tail = _tail(url, address, name, {A: seqs[A][-1] + 1, B: seqs[B][-1] + 1}, got,
+                 timeout_s=0.3)
+    try:
+        time.sleep(2.0)  # about six expiries of each request, and a read timeout's worth
+        assert got.count() == 0
+        assert tail.health.as_dict()["outages"] == 0, tail.health.as_dict()
+        _publish(url, name, [("t.p1", b"late")])
+        got.wait_for(1)
+        assert got.data(B) == [b"late"]
+    finally:
+        tail.close()
+
+
+def test_a_consumer_deleted_under_the_tail_is_made_again_from_where_it_was(stream):
+    name, seqs = stream
+    url, address = _server()
+    got = Received()
+    tail = _tail(url, address, name, {A: 1, B: 1}, got)
+    try:
+        got.wait_for(10)
+        _delete_consumers(url, name)
+        deadline = time.monotonic() + 10
+        while tail.health.outages == 0:
+            assert time.monotonic() < deadline, "the deletion was not noticed"
+            time.sleep(0.02)
+        assert "409" in (tail.health.last_error or ""), tail.health.last_error
+        _publish(url, name, [(f"t.p{k % 2}", b'{"k":%d}' % k) for k in range(10, 20)])
+        got.wait_for(20)
+        time.sleep(0.3)  # nothing more comes
+        for tp, first in ((A, 0), (B, 1)):
+            assert got.data(tp) == [b'{"k":%d}' % k for k in range(first, 20, 2)]
+        assert tail.health.connected
+        # The tail's consumers now: one per subject (the deleted ones are gone).
+        assert len(_consumer_names(url, name)) == 2
+    finally:
+        tail.close()
+
+
+def test_a_server_restart_is_survived_without_losing_or_repeating_a_message(tmp_path):
+    import shutil
+    if not (shutil.which("nats-server") or __import__("os").path.exists("/usr/sbin/nats-server")):
+        need_service("NATS", NATS_HOST, NATS_PORT)  # fails in CI, skips elsewhere
+        pytest.skip("nats-server binary not installed")
+    server = PrivateNats(str(tmp_path / "js"))
+    server.start()
+    url, address = _server(server.port)
+    name = "rs_tail_restart"
+    try:
+        asyncio.run(_make_stream(url, name, [(f"t.p{k % 2}", b"%d" % k) for k in range(6)]))
+        got = Received()
+        health = BrokerHealth()
+        tail = _tail(url, address, name, {A: 1, B: 1}, got, timeout_s=1.0, health=health)
+        try:
+            got.wait_for(6)
+            server.stop()
+            deadline = time.monotonic() + 5
+            while health.connected:
+                assert time.monotonic() < deadline, "the lost connection was not noticed"
+                time.sleep(0.02)
+            time.sleep(1.0)
+            assert health.down_for() >= 0.9
+            server.start()
+            _publish(url, name, [(f"t.p{k % 2}", b"%d" % k) for k in range(6, 16)])
+            got.wait_for(16, timeout=15)
+            time.sleep(0.3)
+            assert got.data(A) == [b"%d" % k for k in range(0, 16, 2)]
+            assert got.data(B) == [b"%d" % k for k in range(1, 16, 2)]
+            assert health.connected and health.outages == 1
+            assert health.as_dict()["outage_seconds"] >= 0.9
+        finally:
+            tail.close()
+    finally:
+        server.stop()
+
+
+def test_closing_ends_the_tail_at_once(stream):
+    name, seqs = stream
+    url, address = _server()
+    tail = _tail(url, address, name, {A: 1}, Received(), timeout_s=5.0)
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    tail.close()
+    assert time.monotonic() - t0 < 1.0
+    assert not [t for t in threading.enumerate() if t.name == "nats-tail"]
+    tail.close()  # a second close does nothing
+
+
+def test_a_stream_it_cannot_follow_is_refused_at_once():
+    need_service("NATS", NATS_HOST, NATS_PORT)
+    url, address = _server()
+    with pytest.raises(SourceError, match=r"stream not found \(code 10059\)"):
+        LiveTail(url, address, 2.0, "nope_tail", {A: ("nope_tail.t.p0", 1)},
+                 Received().deliver, Received().delivered, BrokerHealth())
