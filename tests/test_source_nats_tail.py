@@ -1,8 +1,8 @@
 """The live tail (`streaming.sources.nats_tail`) against real servers: each subject's messages
 delivered once, in order, from where the source's snapshot ended; an idle tail stays connected
 while its requests expire; a consumer deleted under it and a server restarted under it are
-survived without losing or repeating a message, and reported as outages; closing ends it at
-once; a stream it cannot follow is refused."""
+survived without losing or repeating a message, and reported as outages, as is an error the
+tail does not know; closing ends it at once; a stream it cannot follow is refused."""
 
 from __future__ import annotations
 
@@ -189,6 +189,36 @@ def test_a_consumer_deleted_under_the_tail_is_made_again_from_where_it_was(strea
         assert tail.health.connected
         # The tail's consumers now: one per subject (the deleted ones are gone).
         assert len(_consumer_names(url, name)) == 2
+    finally:
+        tail.close()
+
+
+def test_an_unexpected_error_in_the_tail_is_an_outage_it_recovers_from(stream, monkeypatch):
+    # The tail's thread must never end quietly: an error it does not know (here a delivery it
+    # cannot read, once) is reported as the broker down and cured by a new connection that
+    # reads from the sequence after the last delivered.
+    from streaming.sources import nats_tail
+    name, seqs = stream
+    url, address = _server()
+    real = nats_tail.delivery_of
+    calls = {"n": 0}
+
+    def flaky(reply):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise ValueError("unreadable for the test")
+        return real(reply)
+
+    monkeypatch.setattr(nats_tail, "delivery_of", flaky)
+    got = Received()
+    tail = _tail(url, address, name, {A: 1, B: 1}, got)
+    try:
+        got.wait_for(10)
+        time.sleep(0.3)  # nothing more comes
+        assert got.data(A) == [b'{"k":%d}' % k for k in range(0, 10, 2)]
+        assert got.data(B) == [b'{"k":%d}' % k for k in range(1, 10, 2)]
+        assert tail.health.outages == 1 and tail.health.connected
+        assert tail.health.last_error == "ValueError: unreadable for the test"
     finally:
         tail.close()
 

@@ -5,8 +5,8 @@ so journal replay and fingerprints work by offset), then keeps one connection op
 of its own (`nats_tail.LiveTail`, the client protocol spoken by `nats_wire`) with one pull
 consumer per owned subject, started at the stream sequence after the last message of that
 subject it already holds. Delivered messages wait in an in-memory inbox until the worker polls
-them; polling appends them to the per-subject buffers, so a polled
-record has an offset (its index in the subject) like any other and the journal can name it.
+them; polling appends them to the per-subject buffers, so a polled record has an offset (its
+index in the subject) like any other and the journal can name it.
 
 Positions never come from the broker: the worker resumes from its checkpoint and journal (per
 subject offsets, mapped to stream sequences here), and the ordered consumers are ephemeral.

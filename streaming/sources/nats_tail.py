@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from .filelog import TP, SourceError
-from .nats_wire import (PULL_BATCH, PULL_DEPTH, TAIL_SID, ServerRefused, WireConnection,
-                        status_of, delivery_of, pull_size)
+from .nats_wire import (PULL_BATCH, PULL_DEPTH, TAIL_SID, WireConnection, delivery_of,
+                        pull_size, status_of)
 
 RECONNECT_WAIT_S: Final = 0.25
 # Statuses that end a pull request without a fault: expired, or nothing to wait for.
@@ -144,11 +144,16 @@ class LiveTail:
                     self._connect()
                     self.health.up()
                 self._pump()
-            except (SourceError, ServerRefused, OSError) as exc:
+            except Exception as exc:
+                # Anything else that ends a read (a reply that is not JSON, say) is handled as a
+                # lost connection too, never by the thread ending quietly: the worker would wait
+                # on a tail that no longer delivers, its broker reported up. Down, the worker's
+                # outage limit ends the run with this error (exit 8) unless a reconnect cures it.
                 if self._stopping.is_set():
                     return
                 self.health.down()
-                self.health.last_error = str(exc)
+                self.health.last_error = (str(exc) if isinstance(exc, (SourceError, OSError))
+                                          else f"{type(exc).__name__}: {exc}")
                 self._drop()
                 self._stopping.wait(RECONNECT_WAIT_S)
 
