@@ -174,6 +174,9 @@ def test_representative_8_broker_outage(tmp_path):
         assert proc.returncode == 8, out + err
         lines = [ln for ln in err.splitlines() if ln.strip()]
         assert len(lines) == 1 and "unreachable for" in lines[0], err
+        # The line names the tail's last failure: the connection closed or refused.
+        assert f"NATS at 127.0.0.1:{server.port}: " in lines[0] or \
+            f"NATS at 127.0.0.1:{server.port} closed the connection" in lines[0], err
         assert time.monotonic() - t0 < 30
     finally:
         server.stop()

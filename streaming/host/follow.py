@@ -308,12 +308,16 @@ class FollowWorker(Worker):
         return self.result
 
     def _check_broker(self) -> None:
-        down = self.source.health.down_for()
+        health = self.source.health
+        down = health.down_for()
         if down >= self.follow.outage_limit_s:
+            # The live tail's last failure says why (refused, closed, a status), as the store's
+            # outage line does for the store.
+            why = f": {health.last_error}" if health.last_error else ""
             raise BrokerUnavailable(
                 f"NATS at {self.source.location.server_address} unreachable for {down:.1f}s "
-                f"(limit {self.follow.outage_limit_s:g}s): every committed batch is in the "
-                f"store; the next start resumes from it")
+                f"(limit {self.follow.outage_limit_s:g}s){why}; every committed batch is in "
+                f"the store; the next start resumes from it")
 
     def _commit(self, batch: list[RawRecord], reason: str) -> None:
         t = time.perf_counter()

@@ -145,10 +145,11 @@ class LiveTail:
                     self.health.up()
                 self._pump()
             except Exception as exc:
-                # Anything else that ends a read (a reply that is not JSON, say) is handled as a
-                # lost connection too, never by the thread ending quietly: the worker would wait
-                # on a tail that no longer delivers, its broker reported up. Down, the worker's
-                # outage limit ends the run with this error (exit 8) unless a reconnect cures it.
+                # Whatever ends a read (a lost connection, a refusal, a status, or a reply that is
+                # not JSON, say) is handled the same way, never by the thread ending quietly: the
+                # worker would wait on a tail that no longer delivers, its broker reported up.
+                # Down, the worker's outage limit ends the run (exit 8, its line naming this
+                # error) unless a reconnect cures it first.
                 if self._stopping.is_set():
                     return
                 self.health.down()
