@@ -110,87 +110,90 @@ def _tail(url: str, address: str, name: str, starts: dict, got: Received,
     return tail
 
 
+class Stream:
+    """A test's stream on the shared server, and the tails it started (closed at its end)."""
+
+    def __init__(self, name: str, seqs: dict) -> None:
+        self.url, self.address = _server()
+        self.name = name
+        self.seqs = seqs  # the stream sequences of each subject's messages
+        self.tails: list[LiveTail] = []
+
+    def follow(self, starts: dict, timeout_s: float = 5.0) -> tuple[LiveTail, Received]:
+        got = Received()
+        self.tails.append(_tail(self.url, self.address, self.name, starts, got, timeout_s))
+        return self.tails[-1], got
+
+    def publish(self, messages: list[tuple[str, bytes]]) -> list[int]:
+        return _publish(self.url, self.name, messages)
+
+
 @pytest.fixture
 def stream():
-    """A stream holding five messages on each of two subjects, interleaved, deleted
-    afterwards: (name, the stream sequences of each subject's messages)."""
+    """A stream holding five messages on each of two subjects, interleaved; its tails closed
+    and the stream deleted afterwards."""
     need_service("NATS", NATS_HOST, NATS_PORT)
     url, _ = _server()
     name = f"rs_tail_{uuid.uuid4().hex[:12]}"
     messages = [(f"t.p{k % 2}", b'{"k":%d}' % k) for k in range(10)]
     seqs = asyncio.run(_make_stream(url, name, messages))
-    yield name, {A: seqs[0::2], B: seqs[1::2]}
+    made = Stream(name, {A: seqs[0::2], B: seqs[1::2]})
+    yield made
+    for tail in made.tails:
+        tail.close()
     asyncio.run(_delete(url, name))
 
 
 def test_each_subjects_messages_come_once_in_order_from_its_start(stream):
-    name, seqs = stream
-    url, address = _server()
-    got = Received()
     # Partition A's snapshot ended at its third message; B's holds nothing yet.
-    tail = _tail(url, address, name, {A: seqs[A][2] + 1, B: 1}, got)
-    try:
-        got.wait_for(2 + 5)
-        assert got.data(A) == [b'{"k":6}', b'{"k":8}'] and got.seqs(A) == seqs[A][3:]
-        assert got.data(B) == [b'{"k":%d}' % k for k in (1, 3, 5, 7, 9)]
-        # Live messages, interleaved, as they are published.
-        live = [(f"t.p{k % 2}", b'{"k":%d}' % k) for k in range(10, 50)]
-        live_seqs = _publish(url, name, live)
-        got.wait_for(7 + 40)
-        assert got.data(A)[2:] == [b'{"k":%d}' % k for k in range(10, 50, 2)]
-        assert got.seqs(B)[5:] == live_seqs[1::2]
-        for tp in (A, B):
-            s = got.seqs(tp)
-            assert s == sorted(set(s))  # rising, none twice
-            # Pending: what the server held beyond each delivery; nothing after the last.
-            assert got.items[tp][-1][1] == 0
-            assert all(item[2] > 1_700_000_000 * 10**9 for item in got.items[tp])
-        assert 1 <= got.reads <= got.count()
-        assert tail.health.outages == 0
-    finally:
-        tail.close()
+    tail, got = stream.follow({A: stream.seqs[A][2] + 1, B: 1})
+    got.wait_for(2 + 5)
+    assert got.data(A) == [b'{"k":6}', b'{"k":8}'] and got.seqs(A) == stream.seqs[A][3:]
+    assert got.data(B) == [b'{"k":%d}' % k for k in (1, 3, 5, 7, 9)]
+    # Live messages, interleaved, as they are published.
+    live = [(f"t.p{k % 2}", b'{"k":%d}' % k) for k in range(10, 50)]
+    live_seqs = stream.publish(live)
+    got.wait_for(7 + 40)
+    assert got.data(A)[2:] == [b'{"k":%d}' % k for k in range(10, 50, 2)]
+    assert got.seqs(B)[5:] == live_seqs[1::2]
+    for tp in (A, B):
+        s = got.seqs(tp)
+        assert s == sorted(set(s))  # rising, none twice
+        # Pending: what the server held beyond each delivery; nothing after the last.
+        assert got.items[tp][-1][1] == 0
+        assert all(item[2] > 1_700_000_000 * 10**9 for item in got.items[tp])
+    assert 1 <= got.reads <= got.count()
+    assert tail.health.outages == 0
 
 
 def test_an_idle_tail_stays_connected_while_its_requests_expire(stream):
-    name, seqs = stream
-    url, address = _server()
-    got = Received()
-    tail = _tail(url, address, name, {A: seqs[A][-1] + 1, B: seqs[B][-1] + 1}, got,
-                 timeout_s=0.3)
-    try:
-        time.sleep(2.0)  # about six expiries of each request, and a read timeout's worth
-        assert got.count() == 0
-        assert tail.health.as_dict()["outages"] == 0, tail.health.as_dict()
-        _publish(url, name, [("t.p1", b"late")])
-        got.wait_for(1)
-        assert got.data(B) == [b"late"]
-    finally:
-        tail.close()
+    tail, got = stream.follow({A: stream.seqs[A][-1] + 1, B: stream.seqs[B][-1] + 1},
+                              timeout_s=0.3)
+    time.sleep(2.0)  # about six expiries of each request, and a read timeout's worth
+    assert got.count() == 0
+    assert tail.health.as_dict()["outages"] == 0, tail.health.as_dict()
+    stream.publish([("t.p1", b"late")])
+    got.wait_for(1)
+    assert got.data(B) == [b"late"]
 
 
 def test_a_consumer_deleted_under_the_tail_is_made_again_from_where_it_was(stream):
-    name, seqs = stream
-    url, address = _server()
-    got = Received()
-    tail = _tail(url, address, name, {A: 1, B: 1}, got)
-    try:
-        got.wait_for(10)
-        _delete_consumers(url, name)
-        deadline = time.monotonic() + 10
-        while tail.health.outages == 0:
-            assert time.monotonic() < deadline, "the deletion was not noticed"
-            time.sleep(0.02)
-        assert "409" in (tail.health.last_error or ""), tail.health.last_error
-        _publish(url, name, [(f"t.p{k % 2}", b'{"k":%d}' % k) for k in range(10, 20)])
-        got.wait_for(20)
-        time.sleep(0.3)  # nothing more comes
-        for tp, first in ((A, 0), (B, 1)):
-            assert got.data(tp) == [b'{"k":%d}' % k for k in range(first, 20, 2)]
-        assert tail.health.connected
-        # The tail's consumers now: one per subject (the deleted ones are gone).
-        assert len(_consumer_names(url, name)) == 2
-    finally:
-        tail.close()
+    tail, got = stream.follow({A: 1, B: 1})
+    got.wait_for(10)
+    _delete_consumers(stream.url, stream.name)
+    deadline = time.monotonic() + 10
+    while tail.health.outages == 0:
+        assert time.monotonic() < deadline, "the deletion was not noticed"
+        time.sleep(0.02)
+    assert "409" in (tail.health.last_error or ""), tail.health.last_error
+    stream.publish([(f"t.p{k % 2}", b'{"k":%d}' % k) for k in range(10, 20)])
+    got.wait_for(20)
+    time.sleep(0.3)  # nothing more comes
+    for tp, first in ((A, 0), (B, 1)):
+        assert got.data(tp) == [b'{"k":%d}' % k for k in range(first, 20, 2)]
+    assert tail.health.connected
+    # The tail's consumers now: one per subject (the deleted ones are gone).
+    assert len(_consumer_names(stream.url, stream.name)) == 2
 
 
 def test_an_unexpected_error_in_the_tail_is_an_outage_it_recovers_from(stream, monkeypatch):
@@ -198,8 +201,6 @@ def test_an_unexpected_error_in_the_tail_is_an_outage_it_recovers_from(stream, m
     # cannot read, once) is reported as the broker down and cured by a new connection that
     # reads from the sequence after the last delivered.
     from streaming.sources import nats_tail
-    name, seqs = stream
-    url, address = _server()
     real = nats_tail.delivery_of
     calls = {"n": 0}
 
@@ -210,17 +211,13 @@ def test_an_unexpected_error_in_the_tail_is_an_outage_it_recovers_from(stream, m
         return real(reply)
 
     monkeypatch.setattr(nats_tail, "delivery_of", flaky)
-    got = Received()
-    tail = _tail(url, address, name, {A: 1, B: 1}, got)
-    try:
-        got.wait_for(10)
-        time.sleep(0.3)  # nothing more comes
-        assert got.data(A) == [b'{"k":%d}' % k for k in range(0, 10, 2)]
-        assert got.data(B) == [b'{"k":%d}' % k for k in range(1, 10, 2)]
-        assert tail.health.outages == 1 and tail.health.connected
-        assert tail.health.last_error == "ValueError: unreadable for the test"
-    finally:
-        tail.close()
+    tail, got = stream.follow({A: 1, B: 1})
+    got.wait_for(10)
+    time.sleep(0.3)  # nothing more comes
+    assert got.data(A) == [b'{"k":%d}' % k for k in range(0, 10, 2)]
+    assert got.data(B) == [b'{"k":%d}' % k for k in range(1, 10, 2)]
+    assert tail.health.outages == 1 and tail.health.connected
+    assert tail.health.last_error == "ValueError: unreadable for the test"
 
 
 def test_a_server_restart_is_survived_without_losing_or_repeating_a_message(tmp_path):
@@ -261,15 +258,24 @@ def test_a_server_restart_is_survived_without_losing_or_repeating_a_message(tmp_
 
 
 def test_closing_ends_the_tail_at_once(stream):
-    name, seqs = stream
-    url, address = _server()
-    tail = _tail(url, address, name, {A: 1}, Received(), timeout_s=5.0)
+    tail, _ = stream.follow({A: 1})
     time.sleep(0.2)
     t0 = time.monotonic()
     tail.close()
     assert time.monotonic() - t0 < 1.0
     assert not [t for t in threading.enumerate() if t.name == "nats-tail"]
     tail.close()  # a second close does nothing
+
+
+def test_a_connection_made_as_the_tail_closes_is_closed_and_not_reported_up(stream):
+    # A reconnect that finishes after `close` must not leave a connection open, nor report a
+    # broker the tail no longer follows as up.
+    tail, got = stream.follow({A: 1})
+    got.wait_for(5)
+    tail.close()
+    tail.health.down()
+    assert tail._connect() is False
+    assert tail._conn is None and not tail.health.connected
 
 
 def test_a_stream_it_cannot_follow_is_refused_at_once():

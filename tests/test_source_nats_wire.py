@@ -306,6 +306,27 @@ def test_a_pull_asks_for_a_bounded_number_of_bytes_whatever_the_messages_size():
     assert nats_wire.pull_size(20_000, 0) == nats_wire.PULL_BATCH
 
 
+def test_open_requests_give_each_delivery_and_status_to_the_oldest():
+    requests = nats_wire.OpenRequests()
+    requests.asked(3)
+    requests.asked(2)
+    assert len(requests) == 2 and requests.outstanding == 5 and requests.room() == 3
+    assert requests.received(2) is False  # the oldest still waits for one
+    assert requests.room() == 1 and requests.outstanding == 3
+    assert requests.received(1) is True  # filled: the next is the oldest now
+    assert len(requests) == 1 and requests.room() == 2 and requests.outstanding == 2
+    assert requests.received(1) is False
+    # Its status comes: it ended having brought one, and the one it did not bring is no
+    # longer outstanding (the reader asks for it again).
+    assert requests.ended() == 1
+    assert len(requests) == 0 and requests.outstanding == 0
+    requests.asked(4)
+    assert requests.ended() == 0  # expired with nothing: a stall, for a snapshot's read
+    requests.asked(4)
+    requests.clear()
+    assert len(requests) == 0 and requests.outstanding == 0
+
+
 def test_large_messages_are_pulled_a_few_at_a_time(monkeypatch):
     # 40 messages of 300 KB: every request but the first two asks for what 1 MB holds (3),
     # so no more than two such requests' bytes are ever on their way.

@@ -15,7 +15,7 @@ nothing heard for longer (the timeout and a grace) means the connection is gone.
 Deliveries name their message's own subject (which subject, so which partition, they are);
 each request's status comes back on its subject's own reply subject (`<inbox>.t.<k>`). A
 subject's requests are filled and expire in the order they were made, so each delivery and each
-status belongs to its subject's oldest open request.
+status belongs to its subject's oldest open request (`nats_wire.OpenRequests`).
 
 A lost connection, a refusal or an unexpected status ends the connection: the tail reports the
 broker down (`BrokerHealth`), and tries again every `RECONNECT_WAIT_S` with a new connection
@@ -27,18 +27,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from .filelog import TP, SourceError
-from .nats_wire import (PULL_BATCH, PULL_DEPTH, TAIL_SID, WireConnection, delivery_of,
-                        pull_size, status_of)
+from .nats_wire import (PULL_BATCH, PULL_DEPTH, REQUEST_ENDED, TAIL_SID, OpenRequests,
+                        WireConnection, delivery_of, pull_size, status_of)
 
 RECONNECT_WAIT_S: Final = 0.25
-# Statuses that end a pull request without a fault: expired, or nothing to wait for.
-_REQUEST_ENDED: Final = (404, 408)
 _IDLE_HEARTBEAT: Final = 100
 
 # (partition, stream sequence, messages the server holds beyond it, JetStream timestamp in
@@ -55,7 +52,6 @@ class BrokerHealth:
     outages: int = 0
     outage_seconds: float = 0.0
     last_error: str | None = None
-    events: list = field(default_factory=list)
 
     def down(self) -> None:
         if self.connected:
@@ -81,8 +77,7 @@ class BrokerHealth:
 
 
 class _Followed:
-    """One followed subject: its consumer on the current connection and its open requests,
-    [asked, received] each, oldest first."""
+    """One followed subject: its consumer on the current connection and its open requests."""
 
     __slots__ = ("tp", "subject", "k", "next_seq", "consumer", "open", "largest")
 
@@ -92,7 +87,7 @@ class _Followed:
         self.k = k
         self.next_seq = next_seq  # the stream sequence after the last one delivered
         self.consumer = ""
-        self.open: deque[list[int]] = deque()
+        self.open = OpenRequests()
         self.largest = 0
 
 
@@ -140,8 +135,7 @@ class LiveTail:
     def _run(self) -> None:
         while not self._stopping.is_set():
             try:
-                if self._conn is None:
-                    self._connect()
+                if self._conn is None and self._connect():
                     self.health.up()
                 self._pump()
             except Exception as exc:
@@ -158,9 +152,10 @@ class LiveTail:
                 self._drop()
                 self._stopping.wait(RECONNECT_WAIT_S)
 
-    def _connect(self) -> None:
+    def _connect(self) -> bool:
         """A new connection with a new consumer per subject, each from the sequence after the
-        last delivered, and its first requests."""
+        last delivered, and its first requests: False if `close` came first (the connection is
+        then closed again)."""
         conn = WireConnection(self.server, self.address, self.timeout_s, "riskstream-follow")
         try:
             for f in self._followed:
@@ -175,8 +170,9 @@ class LiveTail:
         with self._lock:
             if self._stopping.is_set():
                 conn.close()
-                return
+                return False
             self._conn = conn
+        return True
 
     def _drop(self) -> None:
         with self._lock:
@@ -187,7 +183,7 @@ class LiveTail:
     def _ask(self, conn: WireConnection, f: _Followed) -> None:
         n = pull_size(PULL_BATCH, f.largest or conn.max_payload)
         conn.pull(self.stream, f.consumer, f"{conn.tail_replies}{f.k}", n, self.timeout_s)
-        f.open.append([n, 0])
+        f.open.asked(n)
 
     def _pump(self) -> None:
         """One read of the connection, and what it brought: deliveries handed on, ended
@@ -216,10 +212,7 @@ class LiveTail:
             size = len(frame.data)
             if size > f.largest:
                 f.largest = size
-            oldest = f.open[0]
-            oldest[1] += 1
-            if oldest[1] == oldest[0]:
-                f.open.popleft()
+            if f.open.received(1):
                 self._ask(conn, f)
             self._deliver(f.tp, seq, pending, stamp, frame.data)
             any_delivered = True
@@ -236,9 +229,9 @@ class LiveTail:
         if f is None:
             raise SourceError(f"status {code} {text} on {reply!r}, which no request of this "
                               f"tail was sent to")
-        if code not in _REQUEST_ENDED:
+        if code not in REQUEST_ENDED:
             raise SourceError(f"{f.subject}: the server ended a pull request with status "
                               f"{code} {text}")
         if f.open:
-            f.open.popleft()
+            f.open.ended()
         self._ask(conn, f)

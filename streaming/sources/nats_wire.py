@@ -62,6 +62,9 @@ _STATUS_GRACE_S = 1.0
 _REPLIES_SID, _DELIVERIES_SID, _ACKS_SID, TAIL_SID = b"1", b"2", b"3", b"4"
 # A consumer left behind by a process that died mid-read goes after this long without reads.
 _INACTIVE_NS = 60 * 1_000_000_000
+# Statuses that end a pull request without a fault: expired (408), or nothing to wait for
+# (404, a request that does not wait).
+REQUEST_ENDED: Final = (404, 408)
 
 
 def delivery_of(reply: str) -> tuple[int, int, int]:
@@ -214,7 +217,7 @@ class WireReader:
                 continue  # a late reply to an earlier API request
             status = status_of(frame.headers) if frame.headers else None
             if status is not None:
-                if status[0] in (404, 408):
+                if status[0] in REQUEST_ENDED:
                     return taken, status[0]  # the request expired: ask again, or stall
                 raise SourceError(f"{subject}: the server ended the read with status "
                                   f"{status[0]} {status[1]}")
@@ -262,6 +265,53 @@ def pull_size(wanted: int, largest: int) -> int:
     """Messages to ask for in one pull request: at most `wanted`, PULL_BATCH and PULL_BYTES
     worth of messages of `largest` bytes, and at least one."""
     return max(1, min(wanted, PULL_BATCH, PULL_BYTES // max(largest, 1)))
+
+
+class OpenRequests:
+    """The pull requests of one consumer still open, oldest first. The server fills a
+    consumer's waiting requests in the order they were made and expires them in that order, so
+    each delivery and each status belongs to the oldest: the one rule the snapshot's reads and
+    the live tail (`nats_tail`) both count by."""
+
+    __slots__ = ("_open", "outstanding")
+
+    def __init__(self) -> None:
+        self._open: deque[list[int]] = deque()  # [asked, received] of each
+        self.outstanding = 0  # messages asked for that open requests may still bring
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def asked(self, n: int) -> None:
+        self._open.append([n, 0])
+        self.outstanding += n
+
+    def room(self) -> int:
+        """Messages the oldest request may still bring."""
+        oldest = self._open[0]
+        return oldest[0] - oldest[1]
+
+    def received(self, n: int) -> bool:
+        """`n` messages came for the oldest request: whether that filled it (it is then no
+        longer open)."""
+        oldest = self._open[0]
+        oldest[1] += n
+        self.outstanding -= n
+        if oldest[1] == oldest[0]:
+            self._open.popleft()
+            return True
+        return False
+
+    def ended(self) -> int:
+        """The oldest request ended before it was filled (its status came): how many messages
+        it brought. What it did not bring is no longer outstanding."""
+        asked, received = self._open.popleft()
+        self.outstanding -= asked - received
+        return received
+
+    def clear(self) -> None:
+        self._open.clear()
+        self.outstanding = 0
 
 
 def reading_shares(wanted: list[tuple[str, int]], readers: int) -> list[list[tuple[str, int]]]:
@@ -570,39 +620,29 @@ class WireConnection:
     def _pull(self, stream: str, consumer: str, subject: str, count: int, lines: list[bytes],
               seqs: list[int]) -> None:
         """Pull `count` messages, `PULL_DEPTH` requests open at a time so the server always has
-        one to fill while the last batch is read. The server fills its waiting requests in
-        order and expires them in order, so each delivery and each status belongs to the
-        oldest open request."""
-        open_requests: deque[list[int]] = deque()  # [asked, received] of each, oldest first
-        asked_total = 0  # messages asked for in requests still open
+        one to fill while the last batch is read, counted by `OpenRequests`."""
+        requests = OpenRequests()
         largest = 0  # the largest payload seen (none yet: the server's bound stands for it)
 
         def ask() -> None:
-            nonlocal asked_total
-            wanted = count - len(lines) - asked_total
+            wanted = count - len(lines) - requests.outstanding
             if wanted > 0:
                 n = pull_size(wanted, largest or self.max_payload)
                 self.pull(stream, consumer, self.deliveries, n, self.timeout_s)
-                open_requests.append([n, 0])
-                asked_total += n
+                requests.asked(n)
 
         for _ in range(PULL_DEPTH):
             ask()
         while len(lines) < count:
-            oldest = open_requests[0]
-            taken, ended = self.reader.take_deliveries(subject, oldest[0] - oldest[1], lines,
-                                                       seqs)
+            taken, ended = self.reader.take_deliveries(subject, requests.room(), lines, seqs)
             if taken:
                 largest = max(largest, *map(len, lines[-taken:]))
-            oldest[1] += taken
-            asked_total -= taken
-            if ended is not None:
-                if oldest[1] == 0:
+            if requests.received(taken):
+                ask()
+            elif ended is not None:
+                if requests.ended() == 0:
                     raise SourceError(f"{subject}: received {len(lines)} of {count} messages, "
                                       f"then nothing for {self.timeout_s}s")
-                asked_total -= oldest[0] - oldest[1]  # what it will not bring: ask again
-            if ended is not None or oldest[1] == oldest[0]:
-                open_requests.popleft()
-                ask()
+                ask()  # what it did not bring is asked for again
             elif len(lines) < count:
                 self._read(f"reading {subject}: received {len(lines)} of {count} messages")
