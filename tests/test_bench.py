@@ -22,7 +22,7 @@ EVENTS = 20_000
 # restart): a few thousand events show they run and agree with the reference.
 LIVE_EVENTS = 4_000
 LIVE_SCENARIOS = ("nats-replay", "rebuild-duckdb", "follow-1-worker", "follow-2-workers",
-                  "follow-latency", "follow-pg-restart")
+                  "follow-latency", "follow-latency-no-linger", "follow-pg-restart")
 COMMON_FIELDS = ("seconds", "events_per_s", "reference_events_per_s", "ratio", "peak_rss_mib")
 FLOOR_SCENARIOS = ("join-sqlite-floor", "join-postgres-floor", "receipts-sqlite-floor")
 
@@ -132,9 +132,11 @@ def test_bench_live_scenarios_agree_with_their_references(tmp_path):
     one, two = results["follow-1-worker"], results["follow-2-workers"]
     assert one["pairs"] == one["reference_pairs"] > 1000
     assert two["pairs"] == one["pairs"] and two["workers"] == 2
-    lat = results["follow-latency"]
-    assert lat["rate_per_s"] == 2000
-    assert 0 < lat["p50_ms"] <= lat["p99_ms"]
+    for name, delay_ms in (("follow-latency", 200), ("follow-latency-no-linger", 0)):
+        lat = results[name]
+        assert lat["rate_per_s"] == 2000 and lat["max_batch_delay_ms"] == delay_ms
+        assert 0 < lat["p50_ms"] <= lat["p99_ms"]
+        assert lat["pairs"] == lat["reference_pairs"] > 0 and lat["batches"] > 0
     restart = results["follow-pg-restart"]
     assert restart["down_s"] == 10.0 and restart["recovery_s"] > 0
     assert restart["pairs"] == restart["reference_pairs"] > 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 
 import pytest
 
@@ -125,6 +126,59 @@ def test_sigterm_mid_stream_then_restart_neither_loses_nor_repeats(stream, sqlit
     assert_exactly_once(sqlite_url, "join", str(rec))
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (/proc/<pid>/stat)."""
+    import os
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_without_lingering_batches_close_as_delivered_and_give_the_same_sink(
+        stream, pg_url, sqlite_url, tmp_path):
+    # --max-batch-delay 0: each batch is what was delivered by the time the worker took it.
+    # The sink must be the one a lingering worker gives, every record once, and an idle worker
+    # must wait for records rather than poll for them in a loop.
+    need_service("PostgreSQL", "127.0.0.1", 5432)
+    rec = tmp_path / "rec"
+    within_lateness("join", str(rec))
+    total = len(recording_positions(str(rec)))
+    first, second = split_recording(str(rec), str(tmp_path / "a"), str(tmp_path / "b"), 0.5)
+    url = stream()
+    publish(str(tmp_path / "a"), url)
+    eager = start_follow("join", url, pg_url, "--batch-size", "2000", "--checkpoint-every",
+                         "100000", "--max-batch-delay", "0")
+    try:
+        wait_consumed(pg_url, "join", first, [eager])
+        publish(str(tmp_path / "b"), url, "--rate", "500")
+        wait_consumed(pg_url, "join", total, [eager])
+        idle_from = _cpu_seconds(eager.pid)
+        time.sleep(2.0)
+        idle_cpu = _cpu_seconds(eager.pid) - idle_from
+    finally:
+        code, out, err, _ = stop(eager)
+    assert code == 0, out + err
+    assert idle_cpu < 0.5, f"an idle worker used {idle_cpu:.2f} s of CPU in 2 s"
+    store = Store(pg_url)
+    try:
+        closed_by = store.last_metrics("join")["follow"]["batches_closed_by"]
+    finally:
+        store.dispose()
+    # The live half came at 500 records/s, in windows of 25: many batches, none waiting to
+    # fill 2,000 (a lingering worker's would each wait out its delay).
+    assert closed_by["delay"] >= 2, closed_by
+    assert_exactly_once(pg_url, "join", str(rec))
+    lingering = start_follow("join", url, sqlite_url, *RUN)
+    try:
+        wait_consumed(sqlite_url, "join", total, [lingering])
+    finally:
+        assert stop(lingering)[0] == 0
+    for store_url in (pg_url, sqlite_url):
+        cli("join", "run", "--source", url, "--store", store_url, "--follow", "--end-of-stream",
+            "--quiet")
+    assert_same_sink(pg_url, sqlite_url, "join")
+
+
 @pytest.mark.parametrize("pipeline", ["join", "ledger", "receipts"])
 def test_two_workers_give_the_sink_of_one(pipeline, stream, pg_url, sqlite_url, tmp_path):
     need_service("PostgreSQL", "127.0.0.1", 5432)
@@ -208,3 +262,8 @@ def test_follow_flags_are_refused_where_they_cannot_apply(tmp_path):
     res = cli("join", "run", "--source", "nats://127.0.0.1:1?stream=x", "--store", store,
               "--follow", "--worker", "2/2", check=False)
     assert res.returncode == 2 and "0 <= I < N" in res.stderr
+    for bad in ("-1", "nan", "inf"):
+        res = cli("join", "run", "--source", "nats://127.0.0.1:1?stream=x", "--store", store,
+                  "--follow", "--max-batch-delay", bad, check=False)
+        assert res.returncode == 2, res.stderr
+        assert "--max-batch-delay must be 0 or more milliseconds" in res.stderr

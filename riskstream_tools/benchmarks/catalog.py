@@ -8,6 +8,8 @@ do not and run with `--all` (what `make bench` does) or by name with `--only`:
   follow-1-worker    follow mode JetStream -> worker -> PostgreSQL, one worker (follow.py)
   follow-2-workers   the same with two workers, `--worker 0/2` and `1/2`
   follow-latency     end-to-end p50/p99 at a steady 2,000 events/s
+  follow-latency-no-linger
+                     the same with `--max-batch-delay 0` (batches close as delivered)
   follow-pg-restart  recovery after a 10-second restart of a private PostgreSQL
   join-sqlite-floor, join-postgres-floor, receipts-sqlite-floor
                      the store's floor: a run's rows written again by the sink's own

@@ -7,6 +7,8 @@
   publishing until the store's journal holds every record;
 - `follow-latency`: the same at a steady 2,000 events/s; the end-to-end percentiles (JetStream
   message timestamp -> commit of its batch) come from the worker's metrics;
+- `follow-latency-no-linger`: the same with `--max-batch-delay 0`, each batch what was
+  delivered by the time the worker took it;
 - `follow-pg-restart`: a private PostgreSQL is stopped for 10 s while a paced producer
   publishes; `recovery_s` is the time from the server being back to the worker's next commit.
 
@@ -57,7 +59,9 @@ RESTART_RATE = 500
 RESTART_DOWN_S = 10.0
 STARTUP_S = 3.0
 PARTITIONS = "4"
-FOLLOW_ARGS = ["--batch-size", "2000", "--checkpoint-every", "20000", "--max-batch-delay", "200"]
+LINGER_MS = 200  # the follow scenarios' --max-batch-delay (the CLI's default)
+FOLLOW_ARGS = ["--batch-size", "2000", "--checkpoint-every", "20000", "--max-batch-delay",
+               str(LINGER_MS)]
 
 
 def _pg_admin() -> str:
@@ -256,13 +260,24 @@ def follow_2_workers(workdir: str, n: int) -> dict:
     return _throughput("follow-2-workers", workdir, n, 2)
 
 
-def follow_latency(workdir: str, n: int) -> dict:
+def _latency(scenario: str, workdir: str, n: int, delay_ms: int) -> dict:
     n = min(_follow_events(n), LATENCY_EVENTS_MAX)
-    run = _publish_while_following(workdir, 12, n, "lat", [[]], LATENCY_RATE)
-    e2e = run.cmp["follow"].get("e2e_latency_ms") or {}
-    return _shape("follow-latency", n, run.seconds, run.peak_rss_mib, run.cmp,
-                  rate_per_s=LATENCY_RATE, p50_ms=e2e.get("p50"), p99_ms=e2e.get("p99"),
-                  commit_ms=run.cmp["follow"].get("commit_ms"))
+    run = _publish_while_following(workdir, 12, n, "lat", [["--max-batch-delay", str(delay_ms)]],
+                                   LATENCY_RATE)
+    follow = run.cmp["follow"]
+    e2e = follow.get("e2e_latency_ms") or {}
+    return _shape(scenario, n, run.seconds, run.peak_rss_mib, run.cmp,
+                  rate_per_s=LATENCY_RATE, max_batch_delay_ms=delay_ms, p50_ms=e2e.get("p50"),
+                  p99_ms=e2e.get("p99"), commit_ms=follow.get("commit_ms"),
+                  batches=sum((follow.get("batches_closed_by") or {}).values()))
+
+
+def follow_latency(workdir: str, n: int) -> dict:
+    return _latency("follow-latency", workdir, n, LINGER_MS)
+
+
+def follow_latency_no_linger(workdir: str, n: int) -> dict:
+    return _latency("follow-latency-no-linger", workdir, n, 0)
 
 
 def follow_pg_restart(workdir: str, n: int) -> dict:
@@ -312,6 +327,8 @@ def follow_pg_restart(workdir: str, n: int) -> dict:
 
 
 SCENARIOS = {"follow-1-worker": follow_1_worker, "follow-2-workers": follow_2_workers,
-             "follow-latency": follow_latency, "follow-pg-restart": follow_pg_restart}
+             "follow-latency": follow_latency,
+             "follow-latency-no-linger": follow_latency_no_linger,
+             "follow-pg-restart": follow_pg_restart}
 # What each scenario needs running: (name, host, port); checked before it starts.
 SERVICES = (("NATS", "127.0.0.1", 4222), ("PostgreSQL", "127.0.0.1", 5432))

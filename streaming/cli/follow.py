@@ -16,7 +16,8 @@ follow_flag = click.option(
 max_batch_delay_option = click.option(
     "--max-batch-delay", type=float, default=200.0, show_default=True,
     help="With --follow: milliseconds of wall time after a batch's first record before it is "
-         "committed, full or not.")
+         "committed, full or not. 0: no lingering, each batch is what was delivered by the "
+         "time the worker took it (lowest latency, more commits at low rates).")
 worker_option = click.option(
     "--worker", "worker", default=None, metavar="I/N",
     help="Own the partitions p with p %% N == I of every keyed topic (of a file log, or of a "
@@ -45,8 +46,8 @@ def follow_settings(follow: bool, max_batch_delay: float, worker: str | None,
             fail("--worker on a NATS stream needs --follow (a file log's share is read "
                  "without it)")
         return None
-    if max_batch_delay <= 0:
-        fail("--max-batch-delay must be > 0 milliseconds")
+    if not (0 <= max_batch_delay < float("inf")):
+        fail(f"--max-batch-delay must be 0 or more milliseconds, not {max_batch_delay:g}")
     return FollowSettings(max_batch_delay_s=max_batch_delay / 1000.0,
                           outage_limit_s=outage_limit)
 

@@ -10,8 +10,10 @@ batch closes:
    arrival merge;
 3. then consume live messages (or, with `end_of_stream`, end the stream there and exit) in
    the order they are delivered. A batch closes when it holds `batch_size` records or
-   `max_batch_delay` of wall time has passed since its first record;
-   the wall clock decides only when to commit. The journal records the interleaving consumed,
+   `max_batch_delay` of wall time has passed since its first record; a delay of 0 lingers
+   not at all: the batch closes with whatever was delivered by the time the worker took it,
+   so batches grow only while a commit is under way (group commit). The wall clock decides
+   only when to commit. The journal records the interleaving consumed,
    so a restore replays the same decisions.
 
 SIGTERM/SIGINT: the batch in hand is committed, a checkpoint written, the run closed, exit 0.
@@ -43,6 +45,9 @@ from .loop import RunResult, Worker
 from .settings import PipelineSpec, RunSettings
 
 DEFAULT_MAX_BATCH_DELAY_S = 0.2
+# How long an idle worker waits for a first record when batches do not linger (a delay of 0):
+# the loop still wakes this often to check the broker, report status and see a stop.
+IDLE_WAIT_S = 0.2
 DEFAULT_OUTAGE_LIMIT_S = 30.0
 STORE_UNAVAILABLE_EXIT = 7
 BROKER_UNAVAILABLE_EXIT = 8
@@ -278,8 +283,10 @@ class FollowWorker(Worker):
             self._run_batch([], None, end_of_stream=True)
         while not self.stop_requested and not self.settings.end_of_stream:
             now = time.monotonic()
-            wait = (first_at + delay - now) if batch else delay
-            got = self.source.poll(limit - len(batch), max(0.0, min(wait, delay)))
+            # With a batch open, until its delay is up; with none, until a first record comes
+            # (a record arriving ends the wait at once).
+            wait = (first_at + delay - now) if batch else (delay or IDLE_WAIT_S)
+            got = self.source.poll(limit - len(batch), max(0.0, wait))
             now = time.monotonic()
             if got:
                 if not batch:
