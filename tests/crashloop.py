@@ -36,10 +36,11 @@ from dataclasses import dataclass, field
 
 from tests.followutil import (cli, comparable, current_rows, fact_rows, new_stream_url,
                               publish, recording_positions, sink_positions, split_recording,
-                              start_follow, stop, wait_consumed)
+                              start_follow, stop, wait_consumed, wait_lease)
 
 PIPELINES = ("join", "ledger", "receipts")
-FOLLOW_ARGS = ["--batch-size", "50", "--checkpoint-every", "300", "--max-batch-delay", "100"]
+FOLLOW_ARGS = ["--batch-size", "50", "--checkpoint-every", "300"]
+MAX_BATCH_DELAY_MS = 100
 
 
 @dataclass
@@ -119,7 +120,7 @@ def extra_args(pipeline: str, work: str) -> list[str]:
 
 
 def run_pipeline(pipeline: str, kills: int, store_url: str, work: str, rng: random.Random,
-                 log=print) -> Outcome:
+                 log=print, max_batch_delay_ms: int = MAX_BATCH_DELAY_MS) -> Outcome:
     t0 = time.monotonic()
     res = Outcome(pipeline)
     rec = os.path.join(work, f"{pipeline}-rec")
@@ -138,7 +139,8 @@ def run_pipeline(pipeline: str, kills: int, store_url: str, work: str, rng: rand
     rate = max(50.0, res.records / max(1.0, kills * 1.15))
     producer = threading.Thread(target=publish, args=(rec, url, "--rate", f"{rate:.0f}"))
     producer.start()
-    args = [*FOLLOW_ARGS, *extra_args(pipeline, work)]
+    args = [*FOLLOW_ARGS, "--max-batch-delay", str(max_batch_delay_ms),
+            *extra_args(pipeline, work)]
     try:
         while res.kills < kills:
             proc = start_follow(pipeline, url, store_url, *args)
@@ -153,6 +155,9 @@ def run_pipeline(pipeline: str, kills: int, store_url: str, work: str, rng: rand
         producer.join(timeout=120)
         proc = start_follow(pipeline, url, store_url, *args)
         try:
+            # Up (its lease taken, so its stop handler set) before anything can stop it: the
+            # killed lives may already have consumed every record.
+            wait_lease(store_url, pipeline, proc.pid)
             wait_consumed(store_url, pipeline, res.records, [proc], timeout=120)
         finally:
             code, out, err, _ = stop(proc)
@@ -192,13 +197,13 @@ def run_pipeline(pipeline: str, kills: int, store_url: str, work: str, rng: rand
 
 
 def crash_loop(kills: int, store_url: str, seed: int = 1, pipelines=PIPELINES,
-               log=print) -> list[Outcome]:
+               log=print, max_batch_delay_ms: int = MAX_BATCH_DELAY_MS) -> list[Outcome]:
     rng = random.Random(seed)
     work = tempfile.mkdtemp(prefix="rs-crashloop-")
     try:
         share = [kills // len(pipelines) + (1 if i < kills % len(pipelines) else 0)
                  for i in range(len(pipelines))]
-        return [run_pipeline(p, n, store_url, work, rng, log)
+        return [run_pipeline(p, n, store_url, work, rng, log, max_batch_delay_ms)
                 for p, n in zip(pipelines, share, strict=True)]
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -210,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--store", default=None, help="PostgreSQL URL (default: a fresh database)")
     ap.add_argument("--pipelines", default=",".join(PIPELINES))
+    ap.add_argument("--max-batch-delay", type=int, default=MAX_BATCH_DELAY_MS,
+                    help="the workers' --max-batch-delay, ms (0: batches do not linger)")
     a = ap.parse_args(argv)
     os.environ.setdefault("RISKSTREAM_REPAIR_KEY", "crashloop-key")
     fresh = None
@@ -219,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         fresh = FreshPostgres()
         store_url = fresh.new_url()
     try:
-        outcomes = crash_loop(a.kills, store_url, a.seed, a.pipelines.split(","))
+        outcomes = crash_loop(a.kills, store_url, a.seed, a.pipelines.split(","),
+                              max_batch_delay_ms=a.max_batch_delay)
     finally:
         if fresh is not None:
             fresh.drop_all()
