@@ -22,8 +22,9 @@ Store outages: a failed commit (or checkpoint, or any store read at start) is re
 exponential backoff (0.1 s doubling to 2 s); the transaction either committed or did not, and
 a retried commit of an already committed batch writes nothing new (facts, journal and archive
 are keyed). Past `outage_limit` the worker stops with exit 7. A broker outage is absorbed by
-the client's reconnects (messages are read by sequence, nothing is lost); past the limit the
-worker stops with exit 8. Both are counted in the metrics."""
+the live tail's reconnects (`nats_tail`: messages are read by sequence from the last one
+delivered, nothing is lost); past the limit the worker stops with exit 8. Both are counted in
+the metrics."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ them; polling appends them to the per-subject buffers, so a polled record has an
 index in the subject) like any other and the journal can name it.
 
 Positions never come from the broker: the worker resumes from its checkpoint and journal (per
-subject offsets, mapped to stream sequences here), and the ordered consumers are ephemeral.
+subject offsets, mapped to stream sequences here), and the tail's pull consumers are
+ephemeral.
 
 Scale-out: `owned` limits the subjects read to the worker's partitions; the others stay empty
 (their watermarks are set idle by the host). The assignment is part of the source identity,
