@@ -253,6 +253,28 @@ def test_bench_skips_a_scenario_whose_service_is_missing(tmp_path, monkeypatch):
     assert "failed: follow-latency" in res.output
 
 
+def test_bench_prints_a_failed_scenarios_whole_error(tmp_path, monkeypatch):
+    """The table cuts an error to its cell; below it the run prints each error whole, so a
+    failed run's output alone (a CI log) names the cause: here the last line of a child's
+    traceback, far past the cell's width."""
+    from click.testing import CliRunner
+
+    from riskstream_tools.cli.bench import bench
+
+    cause = "RuntimeError: worker exited 1: " + "x" * 200 + " the cause at the end"
+
+    def child(args, **kwargs):
+        return subprocess.CompletedProcess(args, 1, stdout="", stderr=f"Traceback\n{cause}\n")
+
+    monkeypatch.setitem(catalog.SERVICES, "follow-latency", ())
+    monkeypatch.setattr(catalog.subprocess, "run", child)
+    res = CliRunner().invoke(bench, ["--only", "follow-latency", "--events", "10", "--json",
+                                     str(tmp_path / "b.json"), "--workdir", str(tmp_path)])
+    assert res.exit_code == 1
+    assert f"child exited 1: Traceback\n{cause}" in res.output
+    assert res.output.rstrip().endswith("failed: follow-latency")
+
+
 def test_bench_fails_a_wrong_answer(tmp_path, monkeypatch):
     """A scenario whose answer differs from the reference fails the run (exit 1)."""
     from click.testing import CliRunner

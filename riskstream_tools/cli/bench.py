@@ -96,5 +96,11 @@ def bench(only: tuple[str, ...], run_all: bool, events: int, json_path: str,
     print_table(results, json_path, console)
     bad = catalog.failed(results)
     if bad:
+        # The table cuts an error to a cell; a failed run (in CI above all) needs the whole of
+        # it, traceback and all, to be diagnosed from its output alone.
+        for r in results:
+            if "error" in r:
+                console.print(f"[red]{r['scenario']}[/red]:", markup=True)
+                console.print(r["error"], markup=False, highlight=False, soft_wrap=True)
         console.print(f"[red]failed: {', '.join(bad)}[/red]")
         raise SystemExit(1)
