@@ -1,11 +1,17 @@
 """A private PostgreSQL server for tests and benchmarks that must stop and restart the database:
 initdb into a temporary directory, started on a free port, owned by the `postgres` system user
-when run as root (initdb refuses root). A shared server is never touched."""
+when run as root (initdb refuses root). A shared server is never touched.
+
+The port is chosen below the kernel's ephemeral range. While the server is down for a restart
+its port is free, and a port in that range can be handed to any outgoing connection meanwhile
+(the worker's own reconnect attempts to that very port included: a socket connected to
+itself), after which the server cannot listen again."""
 
 from __future__ import annotations
 
 import glob
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -18,10 +24,31 @@ def _bin(name: str) -> str | None:
     return found[-1] if found else shutil.which(name)
 
 
+PORT_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+LOWEST_PORT = 10_000
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands to outgoing connections (32768 when unknown)."""
+    try:
+        with open(PORT_RANGE_FILE) as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on, below the ephemeral range (see the module docstring)."""
+    high = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(LOWEST_PORT, max(high, LOWEST_PORT + 1))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port between {LOWEST_PORT} and {high}")
 
 
 class PrivatePostgres:
@@ -51,8 +78,24 @@ class PrivatePostgres:
     def start(self) -> None:
         opts = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
                 f"-c max_connections=50")
-        self._run(self.pg_ctl, "-D", self.data, "-o", opts, "-l",
-                  os.path.join(self.root, "log"), "-w", "-t", "60", "start")
+        try:
+            self._run(self.pg_ctl, "-D", self.data, "-o", opts, "-l", self._log, "-w", "-t",
+                      "60", "start")
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            # pg_ctl only says that it failed; the server's log says why.
+            raise RuntimeError(f"the private PostgreSQL did not start on port {self.port} "
+                               f"({exc}); its log ends:\n{self._log_tail()}") from None
+
+    @property
+    def _log(self) -> str:
+        return os.path.join(self.root, "log")
+
+    def _log_tail(self, chars: int = 1500) -> str:
+        try:
+            with open(self._log, errors="replace") as fh:
+                return fh.read()[-chars:]
+        except OSError as exc:
+            return f"(no log: {exc.strerror})"
 
     def stop(self) -> None:
         self._run(self.pg_ctl, "-D", self.data, "-m", "fast", "-w", "stop")

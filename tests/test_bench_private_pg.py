@@ -1,0 +1,61 @@
+"""The private PostgreSQL that the restart tests and `follow-pg-restart` stop and start: its
+port lies below the kernel's ephemeral range (an outgoing connection can never be handed it
+while the server is down), and a server that does not start says why, from its own log."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+from riskstream_tools.benchmarks import private_pg
+from riskstream_tools.benchmarks.private_pg import PrivatePostgres
+
+
+def test_the_port_is_free_and_below_the_ephemeral_range(tmp_path, monkeypatch):
+    low = private_pg._ephemeral_low()
+    for _ in range(20):
+        port = private_pg._free_port()
+        assert private_pg.LOWEST_PORT <= port < low
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # nothing holds it
+    ranges = tmp_path / "ip_local_port_range"
+    ranges.write_text("12000\t60999\n")
+    monkeypatch.setattr(private_pg, "PORT_RANGE_FILE", str(ranges))
+    assert private_pg._ephemeral_low() == 12_000
+    assert {private_pg._free_port() for _ in range(50)} <= set(range(10_000, 12_000))
+    monkeypatch.setattr(private_pg, "PORT_RANGE_FILE", str(tmp_path / "missing"))
+    assert private_pg._ephemeral_low() == 32_768
+
+
+def _binaries_or_skip() -> None:
+    if private_pg._bin("initdb") is None or private_pg._bin("pg_ctl") is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("PostgreSQL server binaries (initdb, pg_ctl) are required in CI")
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+
+
+def test_a_server_that_cannot_listen_names_the_cause_from_its_log():
+    """A listener already on the port: start fails with the server's own reason, not only
+    pg_ctl's exit status; once the port is free the same server starts and restarts there."""
+    _binaries_or_skip()
+    pg = PrivatePostgres()
+    try:
+        with socket.socket() as squatter:
+            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            squatter.bind(("127.0.0.1", pg.port))
+            squatter.listen()
+            with pytest.raises(RuntimeError) as err:
+                pg.start()
+        message = str(err.value)
+        assert f"did not start on port {pg.port}" in message
+        assert "could not bind" in message or "already in use" in message, message
+        pg.start()
+        back = pg.restart_after(0.1)
+        assert back > 0
+        import psycopg
+        with psycopg.connect(pg.url, connect_timeout=5) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        pg.destroy()
