@@ -1,6 +1,5 @@
-"""The private PostgreSQL that the restart tests and `follow-pg-restart` stop and start: its
-port lies below the kernel's ephemeral range (an outgoing connection can never be handed it
-while the server is down), and a server that does not start says why, from its own log."""
+"""The private PostgreSQL that the restart tests and `follow-pg-restart` stop and start: a
+server that does not start says why, from its own log, and restarts on its port."""
 
 from __future__ import annotations
 
@@ -11,22 +10,6 @@ import pytest
 
 from riskstream_tools.benchmarks import private_pg
 from riskstream_tools.benchmarks.private_pg import PrivatePostgres
-
-
-def test_the_port_is_free_and_below_the_ephemeral_range(tmp_path, monkeypatch):
-    low = private_pg._ephemeral_low()
-    for _ in range(20):
-        port = private_pg._free_port()
-        assert private_pg.LOWEST_PORT <= port < low
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", port))  # nothing holds it
-    ranges = tmp_path / "ip_local_port_range"
-    ranges.write_text("12000\t60999\n")
-    monkeypatch.setattr(private_pg, "PORT_RANGE_FILE", str(ranges))
-    assert private_pg._ephemeral_low() == 12_000
-    assert {private_pg._free_port() for _ in range(50)} <= set(range(10_000, 12_000))
-    monkeypatch.setattr(private_pg, "PORT_RANGE_FILE", str(tmp_path / "missing"))
-    assert private_pg._ephemeral_low() == 32_768
 
 
 def _binaries_or_skip() -> None:

@@ -19,6 +19,7 @@ from tests.followutil import (NATS_HOST, NATS_PORT, consumed, publish,
                               recording_positions, split_recording, start_follow, stop,
                               wait_consumed)
 from riskstream_tools.benchmarks.private_pg import PrivatePostgres
+from riskstream_tools.ports import free_port
 from tests.test_follow import RUN, assert_exactly_once
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
@@ -109,10 +110,8 @@ class PrivateNats:
     it can be stopped and started again without touching the shared one."""
 
     def __init__(self, root: str) -> None:
-        import socket
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        # Below the ephemeral range: still free when the server starts again (ports.py).
+        self.port = free_port()
         self.root = root
         self.proc = None
 

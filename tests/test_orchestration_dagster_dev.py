@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from riskstream_tools.ports import free_port
 from streaming import join_published as P
 from streaming.store.ops import Store
 from tests.orchestration_helpers import fresh_warehouse, live_seed, prepared_manifest
@@ -26,12 +26,6 @@ from tests.orchestration_helpers import fresh_warehouse, live_seed, prepared_man
 pytestmark = pytest.mark.dagster
 ROOT = Path(__file__).resolve().parents[1]
 DAY = "2026-10-06"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def graphql(port: int, query: str, variables: dict | None = None) -> dict:

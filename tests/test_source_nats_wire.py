@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
 
+from riskstream_tools.ports import free_port
 from streaming.sources import nats_wire
 from streaming.sources.nats_wire import (ServerRefused, WireConnection, WireReader, status_of,
                                          delivery_of, fetch_subjects, reading_shares)
@@ -488,12 +489,6 @@ def test_a_missing_stream_is_refused_whatever_the_readers():
 
 
 # ------------------------------------------------------------- servers of the test's own
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def private_server(tmp_path: Path):
     """Start a NATS server of the test's own (JetStream on, in tmp_path) with extra options;
@@ -509,7 +504,7 @@ def private_server(tmp_path: Path):
     procs: list[subprocess.Popen] = []
 
     def start(*options: str) -> int:
-        port = _free_port()
+        port = free_port()
         store = tmp_path / f"js{len(procs)}"
         procs.append(subprocess.Popen(
             [binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store), *options],

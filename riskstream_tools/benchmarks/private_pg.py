@@ -1,54 +1,24 @@
 """A private PostgreSQL server for tests and benchmarks that must stop and restart the database:
 initdb into a temporary directory, started on a free port, owned by the `postgres` system user
-when run as root (initdb refuses root). A shared server is never touched.
-
-The port is chosen below the kernel's ephemeral range. While the server is down for a restart
-its port is free, and a port in that range can be handed to any outgoing connection meanwhile
-(the worker's own reconnect attempts to that very port included: a socket connected to
-itself), after which the server cannot listen again."""
+when run as root (initdb refuses root). A shared server is never touched. Its port lies below
+the kernel's ephemeral range (`riskstream_tools.ports`), so that it is still free when the
+server starts again after a restart."""
 
 from __future__ import annotations
 
 import glob
 import os
-import random
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
+
+from ..ports import free_port
 
 
 def _bin(name: str) -> str | None:
     found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
     return found[-1] if found else shutil.which(name)
-
-
-PORT_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
-LOWEST_PORT = 10_000
-
-
-def _ephemeral_low() -> int:
-    """The lowest port the kernel hands to outgoing connections (32768 when unknown)."""
-    try:
-        with open(PORT_RANGE_FILE) as fh:
-            return int(fh.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32_768
-
-
-def _free_port() -> int:
-    """A port nothing listens on, below the ephemeral range (see the module docstring)."""
-    high = _ephemeral_low()
-    for _ in range(200):
-        port = random.randrange(LOWEST_PORT, max(high, LOWEST_PORT + 1))
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port between {LOWEST_PORT} and {high}")
 
 
 class PrivatePostgres:
@@ -59,7 +29,7 @@ class PrivatePostgres:
         self.initdb, self.pg_ctl = initdb, pg_ctl
         self.root = tempfile.mkdtemp(prefix="rs-pg-")
         self.data = os.path.join(self.root, "data")
-        self.port = _free_port()
+        self.port = free_port()
         self.as_user: list[str] = []
         if os.geteuid() == 0:
             shutil.chown(self.root, "postgres", "postgres")
