@@ -29,7 +29,15 @@ elif ! cmp -s deploy/dagster.dev.yaml "$DAGSTER_HOME/dagster.yaml"; then
 fi
 "$VENV_BIN/python" -m orchestration.prepare_dbt
 
-"$VENV_BIN/dagster" dev -w workspace.yaml -h "$HOST" -p "$PORT" &
+# `dagster dev` gives SIGTERM whatever SIGINT does. A shell that is not interactive starts its
+# background commands with SIGINT ignored, and a signal ignored when this script starts cannot
+# be reset by it: `dagster dev` would then ignore SIGTERM as well and could only be killed,
+# leaving its webserver and daemon behind. So it starts with SIGINT at its default (exec keeps
+# a default or ignored disposition as it is).
+"$VENV_BIN/python" -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])' "$VENV_BIN/dagster" dev -w workspace.yaml -h "$HOST" \
+  -p "$PORT" &
 DEV_PID=$!
 echo "$DEV_PID" > "$DAGSTER_HOME/dagster-dev.pid"
 echo "dagster dev (pid $DEV_PID) on http://$HOST:$PORT, DAGSTER_HOME=$DAGSTER_HOME"

@@ -26,6 +26,8 @@ from tests.orchestration_helpers import fresh_warehouse, live_seed, prepared_man
 pytestmark = pytest.mark.dagster
 ROOT = Path(__file__).resolve().parents[1]
 DAY = "2026-10-06"
+# dagster dev stops its webserver and daemon in a few seconds.
+STOP_TIMEOUT_S = 60
 
 
 def graphql(port: int, query: str, variables: dict | None = None) -> dict:
@@ -83,8 +85,11 @@ def dev(seed_dir, tmp_path_factory):
            "RISKSTREAM_DUCKDB_PATH": fresh_warehouse(), "DO_NOT_TRACK": "1"}
     log_path = tmp / "dev.log"
     log = open(log_path, "wb")
+    # Started with SIGINT ignored, as a shell that is not interactive starts `make dev &`: the
+    # script must still stop on SIGTERM (dagster dev gives SIGTERM what SIGINT does).
     proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "dev.sh")], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         entries = wait_for(lambda: [e for e in graphql(port, LOCATIONS)["workspaceOrError"]
                                     ["locationEntries"] if e["loadStatus"] == "LOADED"],
@@ -97,9 +102,11 @@ def dev(seed_dir, tmp_path_factory):
         pid_file = home / "dagster-dev.pid"
         dev_pid = int(pid_file.read_text()) if pid_file.exists() else None
         proc.send_signal(signal.SIGTERM)
+        stopped = True
         try:
-            proc.wait(timeout=60)
+            proc.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
+            stopped = False
             if dev_pid:
                 os.killpg(dev_pid, signal.SIGKILL)
             os.killpg(proc.pid, signal.SIGKILL)
@@ -107,6 +114,9 @@ def dev(seed_dir, tmp_path_factory):
         log.close()
         if dev_pid:
             wait_for(lambda: not _alive(dev_pid), 30, "dagster dev to exit", 0.5)
+        # Killed only to leave nothing behind: a script that SIGTERM does not stop fails.
+        assert stopped, f"scripts/dev.sh did not stop within {STOP_TIMEOUT_S} s of SIGTERM"
+        assert proc.returncode == 0, proc.returncode
 
 
 def launch(port: int, config: dict) -> str:
