@@ -31,10 +31,12 @@ lint: setup
 	$(PY) -m mypy
 
 # Two worker processes, whole files each (module fixtures are built once); TEST_WORKERS=0
-# runs the suite in this one process.
+# runs the suite in this one process. The slowest 25 are listed at the end, so a run's log
+# says where the suite's time (kept under 20 minutes) went.
 TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 -n $(TEST_WORKERS) --dist loadfile tests
+	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 -n $(TEST_WORKERS) --dist loadfile \
+		--durations=25 tests
 
 # The inner loop: everything but the long scenarios and the Dagster runs (about a minute).
 test-fast: setup
