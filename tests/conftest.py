@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import socket
 import tempfile
 import uuid
@@ -41,6 +42,22 @@ def _own_dbt_project() -> None:
 
 
 _own_dbt_project()
+
+# SIGTERM and SIGINT as this test process started. Dagster, run in-process (a sensor's tick, a
+# job), gives SIGTERM whatever SIGINT does and afterwards puts SIGINT's back: in a process
+# started with SIGINT ignored (in the background by a shell that is not interactive), SIGTERM is
+# then left ignored. Every process a later test starts would inherit that, and a shell script
+# (`make dev`) cannot undo an ignored signal: SIGTERM would no longer stop it.
+_STARTING_DISPOSITIONS = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
+@pytest.fixture(autouse=True)
+def _signal_dispositions_restored():
+    """After each test, SIGTERM and SIGINT as the process started (see above)."""
+    yield
+    for sig, disposition in _STARTING_DISPOSITIONS.items():
+        if disposition is not None and signal.getsignal(sig) != disposition:
+            signal.signal(sig, disposition)
 
 
 def _port_open(host: str, port: int) -> bool:

@@ -68,6 +68,11 @@ REFUSAL = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection {
   __typename ... on MessageEvent { message } } } } }"""
 
 
+def _as_a_background_job() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 @pytest.fixture(scope="module")
 def dev(seed_dir, tmp_path_factory):
     """`make dev` (scripts/dev.sh) on a free port with its own DAGSTER_HOME, automation
@@ -85,11 +90,12 @@ def dev(seed_dir, tmp_path_factory):
            "RISKSTREAM_DUCKDB_PATH": fresh_warehouse(), "DO_NOT_TRACK": "1"}
     log_path = tmp / "dev.log"
     log = open(log_path, "wb")
-    # Started with SIGINT ignored, as a shell that is not interactive starts `make dev &`: the
-    # script must still stop on SIGTERM (dagster dev gives SIGTERM what SIGINT does).
+    # Started as a shell that is not interactive starts `make dev &`: SIGINT ignored, SIGTERM
+    # at its default. The script must still stop on SIGTERM (dagster dev gives SIGTERM what
+    # SIGINT does).
     proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "dev.sh")], env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+                            preexec_fn=_as_a_background_job)
     try:
         entries = wait_for(lambda: [e for e in graphql(port, LOCATIONS)["workspaceOrError"]
                                     ["locationEntries"] if e["loadStatus"] == "LOADED"],
