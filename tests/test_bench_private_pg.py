@@ -3,27 +3,30 @@ server that does not start says why, from its own log, and restarts on its port.
 
 from __future__ import annotations
 
-import os
 import socket
 
 import pytest
 
-from riskstream_tools.benchmarks import private_pg
 from riskstream_tools.benchmarks.private_pg import PrivatePostgres
+from tests.conftest import IN_CI
 
 
-def _binaries_or_skip() -> None:
-    if private_pg._bin("initdb") is None or private_pg._bin("pg_ctl") is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("PostgreSQL server binaries (initdb, pg_ctl) are required in CI")
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+def _private_pg_or_skip() -> PrivatePostgres:
+    """A private server, or (its binaries missing) a failure in CI and a printed skip
+    elsewhere; PrivatePostgres itself says which binaries are missing."""
+    try:
+        return PrivatePostgres()
+    except RuntimeError as exc:
+        if IN_CI:
+            pytest.fail(f"{exc} (required in CI)")
+        print(f"SKIP: {exc}")
+        pytest.skip(str(exc))
 
 
 def test_a_server_that_cannot_listen_names_the_cause_from_its_log():
     """A listener already on the port: start fails with the server's own reason, not only
     pg_ctl's exit status; once the port is free the same server starts and restarts there."""
-    _binaries_or_skip()
-    pg = PrivatePostgres()
+    pg = _private_pg_or_skip()
     try:
         with socket.socket() as squatter:
             squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
