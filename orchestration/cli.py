@@ -36,7 +36,7 @@ def run_rebuild(merchant: str, start: str, end: str, store_url: str | None = Non
     own = instance is None
     instance = instance or _instance()
     try:
-        job = build_defs(res).get_job_def("rebuild_interval")
+        job = build_defs(res).resolve_job_def("rebuild_interval")
         result = job.execute_in_process(
             run_config=manual_run_config(req.merchant, req.start, req.end), instance=instance,
             raise_on_error=False, tags={"riskstream/merchant": req.merchant,

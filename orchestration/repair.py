@@ -86,14 +86,14 @@ def run_pending(store_url: str | None = None, warehouse_path: str | None = None,
     own = instance is None
     instance = instance or _instance()
     defs = build_defs(res)
-    job = defs.get_job_def("replay_rebuild")
+    job = defs.resolve_job_def("replay_rebuild")
     try:
         for name, prefix, ids in (("ledger_repair", "ledger", ledger),
                                   ("receipt_repair", "receipts", receipts)):
             if not ids:
                 continue
             key = work_run_key(prefix, ids)
-            result = defs.get_job_def(name).execute_in_process(
+            result = defs.resolve_job_def(name).execute_in_process(
                 run_config=_console(log_level), instance=instance, raise_on_error=False,
                 tags={"dagster/run_key": key})
             out.append(RepairOutcome(key, "", "", [], result.run_id, result.success))

@@ -26,7 +26,7 @@ def test_ledger_repair_job_holds_on_an_open_sink_exception(tmp_path, monkeypatch
     run_ledger(str(src), url, end_of_stream=True)
     store = Store(url)
     assert write_conflicting_copy(store, "ledger", "window").rejected == 1
-    job = build_defs(resources(url, str(tmp_path / "wh.duckdb"))).get_job_def("ledger_repair")
+    job = build_defs(resources(url, str(tmp_path / "wh.duckdb"))).resolve_job_def("ledger_repair")
     (tmp_path / "home").mkdir()
     with instance_for_test(temp_dir=str(tmp_path / "home")) as instance:
         failed = job.execute_in_process(instance=instance, raise_on_error=False)

@@ -48,7 +48,7 @@ def _tick(env):
 
 def _run(env, req):
     from orchestration.definitions import build_defs
-    job = build_defs(env["res"]).get_job_def("replay_rebuild")
+    job = build_defs(env["res"]).resolve_job_def("replay_rebuild")
     return job.execute_in_process(run_config=req.run_config, instance=env["instance"],
                                   tags=req.tags, raise_on_error=False)
 
@@ -157,7 +157,7 @@ def test_manual_rebuild_of_an_empty_interval_is_held_not_published(env):
     from orchestration.jobs import manual_run_config
     store = env["store"]
     before = {g["generation_id"]: g["status"] for g in G.generation_rows(store)}
-    job = build_defs(env["res"]).get_job_def("rebuild_interval")
+    job = build_defs(env["res"]).resolve_job_def("rebuild_interval")
     # A known merchant (an unknown one is refused before anything is built), an hour before
     # the seed's first payment.
     merchant = env["manifest"]["cases"]["old_correction"]["merchant"]

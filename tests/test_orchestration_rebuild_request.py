@@ -75,7 +75,7 @@ def test_the_ui_job_refuses_with_the_same_line_before_building_anything(env):
     from orchestration.definitions import build_defs
     from orchestration.jobs import manual_run_config
     prepared_manifest()
-    job = build_defs(resources(env["url"], fresh_warehouse())).get_job_def("rebuild_interval")
+    job = build_defs(resources(env["url"], fresh_warehouse())).resolve_job_def("rebuild_interval")
     cases = refusals(env["merchant"])
     with instance_for_test() as instance:
         for merchant, start, end, expected in (cases[1], cases[2], cases[5]):
@@ -112,7 +112,7 @@ def test_the_launch_guard_fails_a_refused_run_at_submission(env, monkeypatch):
     from orchestration.jobs import manual_run_config
     monkeypatch.setenv("RISKSTREAM_STORE_URL", env["url"])
     prepared_manifest()
-    job = build_defs(resources(env["url"], fresh_warehouse())).get_job_def("rebuild_interval")
+    job = build_defs(resources(env["url"], fresh_warehouse())).resolve_job_def("rebuild_interval")
     guard = {"module": "orchestration.launch_guard", "class": "LaunchGuardRunCoordinator",
              "config": {"dequeue_interval_seconds": 1}}
     with instance_for_test(overrides={"run_coordinator": guard}) as instance:
@@ -136,7 +136,7 @@ def test_the_launch_guard_fails_a_refused_run_at_submission(env, monkeypatch):
         monkeypatch.setattr(QueuedRunCoordinator, "submit_run",
                             lambda self, context: queued.append(context.dagster_run.job_name))
         submit(env["merchant"], f"{DAY}T09:00:00Z", f"{DAY}T10:00:00Z")
-        replay = build_defs(resources(env["url"], fresh_warehouse())).get_job_def(
+        replay = build_defs(resources(env["url"], fresh_warehouse())).resolve_job_def(
             "replay_rebuild")
         other = instance.create_run_for_job(replay, run_config={})
         instance.run_coordinator.submit_run(SubmitRunContext(other, workspace=None))

@@ -92,7 +92,7 @@ def test_sensor_requests_one_run_per_entry_set_and_advances_its_cursor(env, sens
 @pytest.fixture(scope="module")
 def first_run(env, sensor_tick):
     [req] = sensor_tick.run_requests
-    job = defs_for(env).get_job_def("replay_rebuild")
+    job = defs_for(env).resolve_job_def("replay_rebuild")
     return job.execute_in_process(run_config=req.run_config,
                                   instance=env["instance"], tags=req.tags,
                                   raise_on_error=False)
@@ -184,7 +184,7 @@ def test_failing_blocking_check_holds_then_passing_check_publishes(env, first_ru
              "batch_seq": None}
     with store.engine.begin() as conn:
         conn.execute(S.archive.insert(), [stray])
-    job = defs_for(env).get_job_def("rebuild_interval")
+    job = defs_for(env).resolve_job_def("rebuild_interval")
     config = manual_run_config(old["merchant"], f"{DAY}T09:00:00Z", f"{DAY}T10:00:00Z")
     failed = job.execute_in_process(run_config=config,
                                     instance=env["instance"], raise_on_error=False)

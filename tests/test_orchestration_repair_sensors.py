@@ -38,7 +38,7 @@ def run_request(sensor_def, job_name, inst, res):
     [req] = first.run_requests
     assert isinstance(tick(sensor_def, inst, res, first.cursor), SkipReason)
     assert [r.run_key for r in tick(sensor_def, inst, res).run_requests] == [req.run_key]
-    result = build_defs(res).get_job_def(job_name).execute_in_process(
+    result = build_defs(res).resolve_job_def(job_name).execute_in_process(
         instance=inst, tags={"dagster/run_key": req.run_key})
     assert result.success
     assert isinstance(tick(sensor_def, inst, res), SkipReason)  # nothing pending any more
