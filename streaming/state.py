@@ -7,7 +7,7 @@ hot key and the state peak are observable without walking the state."""
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from heapq import heappop, heappush
 from typing import Any, Final
 
@@ -32,6 +32,20 @@ class Held:
         """`n` records of `size` bytes in all left state."""
         self.records -= n
         self.bytes -= size
+
+
+class HeldEntry:
+    """What a keyed side holds: an entry that knows its size (its source line's bytes, as
+    `Held` counts them). Operators' entries derive from it, so a side sums the sizes of the
+    entries leaving it by reading a field: compiled, taking each through a callable
+    (`operator.attrgetter`) was a generic attribute lookup and a call, about 870 instructions
+    an entry, a tenth of an evicted payment's (callgrind; docs/performance.md, forty-ninth
+    round)."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = size
 
 
 class TimeIndex:
@@ -128,13 +142,17 @@ class KeyedSide(Held):
             return []
         return idx.range(lo, hi)
 
-    def pop_before(self, key: str, bound: int, size_of: Callable[[Any], int]) -> list[Any]:
+    def pop_before(self, key: str, bound: int) -> list[Any]:
+        """Remove and return the entries (`HeldEntry`) of `key` with t < bound, oldest first."""
         idx = self.keys.get(key)
         if idx is None:
             return []
         out = idx.pop_before(bound)
         if out:
-            freed = sum(map(size_of, out))
+            freed = 0
+            for item in out:
+                e: HeldEntry = item  # checked once, then its field read natively
+                freed += e.size
             idx.bytes -= freed
             self.release(freed, len(out))
             if not idx.times:
@@ -253,7 +271,12 @@ class TimeQueue:
             self.head = head
         else:
             t = heappop(heap)
-        at = self.items.pop(t)
+        # Read, then deleted: compiled, `dict.pop` is a method looked up by name at every call
+        # (about 600 instructions; two dictionary primitives cost a third of that).
+        items = self.items
+        key: Any = t  # boxed once for both
+        at = items[key]
+        del items[key]
         if type(at) is not list:
             self.size -= 1
             return t, (at,)

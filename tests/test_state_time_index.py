@@ -10,7 +10,7 @@ from bisect import insort
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.state import TimeIndex
+from streaming.state import HeldEntry, KeyedSide, TimeIndex
 
 times = st.integers(-5, 5)
 seqs = st.integers(0, 40)
@@ -65,3 +65,24 @@ def test_an_insert_among_equal_times_goes_by_its_sequence() -> None:
     assert index.remove(100, 4) is None
     assert index.pop_before(100) == ["early"]
     assert index.first_time() == 100
+
+
+def test_a_keyed_side_releases_the_sizes_of_the_entries_it_gives_up() -> None:
+    """`KeyedSide.pop_before` hands back a key's entries below the bound, oldest first, and
+    takes their sizes (each entry's own, `HeldEntry.size`) off the key's and the side's
+    bytes; a key left empty is dropped."""
+    side = KeyedSide("payments")
+    a = [HeldEntry(size) for size in (120, 300, 75)]
+    b = [HeldEntry(size) for size in (1000, 40)]
+    for t, e in zip((10, 20, 30), a, strict=True):
+        side.insert("a", t, t, e, e.size)
+    for t, e in zip((5, 50), b, strict=True):
+        side.insert("b", t, t, e, e.size)
+    assert (side.records, side.bytes) == (5, 1535)
+    assert side.pop_before("a", 25) == a[:2]
+    assert (side.records, side.bytes, side.keys["a"].bytes) == (3, 1115, 75)
+    assert side.pop_before("b", 5) == []  # the bound is exclusive
+    assert side.pop_before("missing", 100) == []
+    assert side.pop_before("a", 31) == a[2:]
+    assert "a" not in side.keys
+    assert (side.records, side.bytes) == (2, 1040)

@@ -117,13 +117,15 @@ class IdentityIndex:
         ws, ts = self.where_slot, self.time_slot
         if ws is None:
             raise ValueError("left_state needs an index with a where slot")
-        push = candidates.push
         changed = self.changed
         for eid, rev in versions:
             row = rows.get(eid)
             if row is not None and row[REV] == rev:
                 row[ws] = where
-                push(row[ts], eid)
+                # Called on the queue, not through a bound method taken once: compiled, the
+                # method is then a direct call, where the bound one was a generic attribute
+                # lookup and a call through the interpreter's protocol (callgrind).
+                candidates.push(row[ts], eid)
                 if changed is not None:
                     changed[eid] = row
 

@@ -20,12 +20,11 @@ from typing import Any, Final, NamedTuple
 import heapq
 from bisect import bisect_left, insort
 from collections.abc import Iterable
-from operator import attrgetter
 
 from ..contracts import Record
 from ..hashing import digest
 from ..keys import compose, escape
-from ..state import KeyedSide, TimeQueue
+from ..state import HeldEntry, KeyedSide, TimeQueue
 from ..timeutil import NEG_INF, POS_INF, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, HASH_LATER, JSON_FILL, ROUTED, Emit, Fact, QueueEntry,
                    json_scalar)
@@ -222,10 +221,11 @@ _STATUS_TAIL: Final = {status: json_scalar(status) + "}"
                        for status in ("provisional", "retracted", "final")}
 
 
-class Entry:
-    """A payment or signal held in state. `matches` maps counterpart id -> current pair id."""
+class Entry(HeldEntry):
+    """A payment or signal held in state. `matches` maps counterpart id -> current pair id;
+    `size` (HeldEntry's) is its source line's bytes."""
 
-    __slots__ = ("id", "rev", "t", "key", "seq", "size", "payload", "matches", "outcome",
+    __slots__ = ("id", "rev", "t", "key", "seq", "payload", "matches", "outcome",
                  "outcome_seq", "arrival", "eid", "payment_parts", "signal_parts")
 
     def __init__(self, id: str, rev: int, t: int, key: str, seq: int, size: int,
@@ -258,9 +258,6 @@ class Entry:
         e.outcome = row[8]
         e.outcome_seq = row[9]
         return e
-
-
-_size_of: Final = attrgetter("size")  # in C: eviction sums the sizes of every evicted entry
 
 
 # Identity row fields after [revision, payload_hash] (operators.identity): the version's key,
@@ -664,7 +661,7 @@ class IntervalJoin:
     def _evict(self, side: Side, key: str, bound: int, out: Emit) -> None:
         """Evict `side`'s entries of `key` with t < bound (beyond the horizon); a payment's
         outcome becomes final when it leaves state."""
-        evicted = side.state.pop_before(key, bound, _size_of)
+        evicted: list[Entry] = side.state.pop_before(key, bound)
         if evicted:
             self._finalize(side, key, evicted, out)
             self._maybe_drop_key(key)
@@ -675,7 +672,9 @@ class IntervalJoin:
         after each entry or after all of them)."""
         live = side.live
         for e in gone:
-            live.pop(e.id, None)
+            # `in`, then `del`: compiled, `dict.pop` is a method looked up by name per call.
+            if e.id in live:
+                del live[e.id]
         # Their identities left live state: candidates for forgetting from now on.
         side.ids.left_state([(e.id, e.rev) for e in gone], EVICTED)
         prev = side.evicted_max.get(key)
@@ -696,9 +695,11 @@ class IntervalJoin:
         if key in self.payments.state.keys or key in self.signals.state.keys:
             return
         for side in (self.payments, self.signals):
-            em = side.evicted_max.pop(key, None)
-            if em is not None and em > side.dropped_max:
-                side.dropped_max = em
+            em = side.evicted_max.get(key)  # get and del: see `_finalize` on `dict.pop`
+            if em is not None:
+                del side.evicted_max[key]
+                if em > side.dropped_max:
+                    side.dropped_max = em
 
     @property
     def clocked(self) -> bool:
