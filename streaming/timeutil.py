@@ -20,9 +20,11 @@ US_PER_DAY: Final = 24 * US_PER_HOUR
 # Sentinels for "no watermark yet" and "end of stream"; far outside any real event time.
 NEG_INF: Final = -(2**62)
 POS_INF: Final = 2**62
-# The largest finite time: `us > _LAST_FINITE` is `us >= POS_INF`, but compiled it compares
-# machine integers, where POS_INF (one past the compiled int's machine range) is an object.
-_LAST_FINITE: Final = (1 << 62) - 1
+# The largest finite time: `us > LAST_FINITE` is `us >= POS_INF`, but compiled it compares
+# machine integers, where POS_INF (one past the compiled int's machine range) is an object
+# and each comparison with it takes the slow generic path (about 300 instructions a payment
+# in the ledger's category lookup: callgrind, docs/performance.md, fiftieth round).
+LAST_FINITE: Final = (1 << 62) - 1
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -142,7 +144,7 @@ def us_to_iso(us: int | None) -> str | None:
         return None
     if us <= NEG_INF:
         return "-inf"
-    if us > _LAST_FINITE:  # us >= POS_INF, compared as machine integers
+    if us > LAST_FINITE:  # us >= POS_INF, compared as machine integers
         return "+inf"
     iso_utc = _ISO_UTC
     if iso_utc is not None:

@@ -14,7 +14,7 @@ from streaming.operators.ledger_categories import (
     CategoryVersions,
     VersionRejected,
 )
-from streaming.timeutil import POS_INF
+from streaming.timeutil import LAST_FINITE, POS_INF
 
 
 def _by_rule(versions: list[list], t: int) -> list | None:
@@ -69,3 +69,7 @@ def test_latest_open_version_holds_every_later_time_and_an_earlier_one_ends_at_t
     assert [cats.effective("m", t)[VID] for t in (100, 199, 200, 249)] == ["a", "a", "c", "c"]
     assert cats.effective("m", 250) is None  # after the closed version, before the next
     assert [cats.effective("m", t)[VID] for t in (300, 10**15)] == ["b", "b"]
+    # The open version's end is the end of time: the last finite instant is in it, the end of
+    # the stream and anything past it are not (compared as machine integers when compiled).
+    assert cats.effective("m", LAST_FINITE)[VID] == "b"
+    assert [cats.effective("m", t) for t in (POS_INF, POS_INF + 1, 2**70)] == [None] * 3

@@ -187,6 +187,7 @@ def test_us_to_iso_spells_every_instant_as_the_contract_decoder_does(naive):
 def test_the_sentinels_are_spelled_as_infinities():
     # Compiled, the end of the stream is recognised by a machine-integer comparison with the
     # last finite time: POS_INF and anything past it are "+inf", NEG_INF and below "-inf".
+    assert timeutil.LAST_FINITE + 1 == timeutil.POS_INF
     assert [timeutil.us_to_iso(v) for v in (timeutil.POS_INF, timeutil.POS_INF + 1, 2**70)] \
         == ["+inf"] * 3
     assert [timeutil.us_to_iso(v) for v in (timeutil.NEG_INF, timeutil.NEG_INF - 1)] \

@@ -25,7 +25,7 @@ from ..contracts import Record
 from ..hashing import digest
 from ..keys import compose, escape
 from ..state import HeldEntry, KeyedSide, TimeQueue
-from ..timeutil import NEG_INF, POS_INF, US_PER_MIN, us_to_iso
+from ..timeutil import LAST_FINITE, NEG_INF, POS_INF, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, HASH_LATER, JSON_FILL, ROUTED, Emit, Fact, QueueEntry,
                    json_scalar)
 from .identity import CORRECTION, LIVE, REV, IdentityIndex, settle
@@ -636,7 +636,7 @@ class IntervalJoin:
             own.wm = wm
             # This input's watermark evicts the other side's entries beyond their horizon.
             other = self._other[topic]
-            bound = POS_INF if wm >= POS_INF else wm - other.upper
+            bound = POS_INF if wm > LAST_FINITE else wm - other.upper
             queue = other.eviction_order
             if queue.has_before(bound):
                 # The queue holds one (time, key) per entry placed; the first pop of a key
@@ -651,7 +651,7 @@ class IntervalJoin:
 
     def _maybe_prune_identities(self) -> None:
         low = min(self.payments.wm, self.signals.wm)
-        if low <= NEG_INF or low >= POS_INF or low - self._pruned_at < 60 * US_PER_MIN:
+        if low <= NEG_INF or low > LAST_FINITE or low - self._pruned_at < 60 * US_PER_MIN:
             return
         self._pruned_at = low
         bound = low - self.identity_retention

@@ -14,7 +14,7 @@ from bisect import bisect_right
 from typing import Any, Final
 
 from ..contracts import Record
-from ..timeutil import POS_INF, us_to_iso
+from ..timeutil import LAST_FINITE, us_to_iso
 
 # A version as kept in state (JSON-able): [from_us, to_us|None, version_id, category, high_risk,
 # payload_hash, source bytes]. Versions built outside the live operator (the repair rebuild,
@@ -107,7 +107,7 @@ class CategoryVersions:
         end = v[TO]
         if end is None:
             if i == last:
-                return v if t < POS_INF else None
+                return v if t <= LAST_FINITE else None  # t < POS_INF (timeutil)
             end = versions[i + 1][FROM]
         return v if t < end else None
 

@@ -33,7 +33,7 @@ from ..contracts import Record
 from ..hashing import digest
 from ..models.registry import Model
 from ..state import Held, TimeQueue
-from ..timeutil import NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
+from ..timeutil import LAST_FINITE, NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, INT64_MAX, JSON_FILL, ROUTED,
                    BoundedTexts, Emit, Fact, QueueEntry, fits_int64, json_recurring, json_scalar)
 from .changes import RowChanges, SnapshotParts
@@ -530,7 +530,7 @@ class ReceiptScorer:
         while pending.has_before(due):
             for rid in pending.pop_time()[1]:
                 self._score(self.entries[rid], self.merchant_of[rid], out)
-        self._evict_below(wm - RETENTION_US if wm < POS_INF else POS_INF)
+        self._evict_below(wm - RETENTION_US if wm <= LAST_FINITE else POS_INF)
 
     def _evict_below(self, bound: int) -> None:
         queue, deads = self._evict, self._dead
@@ -570,7 +570,7 @@ class ReceiptScorer:
                 else:
                     deads[merchant] = k
                 queue.push(times[k], merchant)
-        self.ids.evict_before(bound - DEDUP_HORIZON_US if bound < POS_INF else NEG_INF)
+        self.ids.evict_before(bound - DEDUP_HORIZON_US if bound <= LAST_FINITE else NEG_INF)
 
     def live_entries(self, merchant: str) -> list[list[Any]]:
         """The merchant's entries held in state (its list less the evicted prefix not yet cut),
