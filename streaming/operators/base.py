@@ -219,9 +219,10 @@ _EVENT_ID_AT: Final = ARCHIVE_ROW.index("event_id")
 _DISPOSITION_AT: Final = ARCHIVE_ROW.index("disposition")
 
 
-def archive_row(pipeline: str, batch_seq: int, rec: Record, what: str) -> tuple[Any, ...]:
+def archive_row(pipeline: str, batch_seq: Any, rec: Record, what: str) -> tuple[Any, ...]:
     """The archive row of a record the operator disposed of as `what` (ARCHIVE_ROW order),
-    with its canonical payload JSON as the decoder produced it."""
+    with its canonical payload JSON as the decoder produced it. (`batch_seq` typed Any: the
+    batch's one int object goes into each row, where compiled code boxed a new one per row.)"""
     text = rec.payload_json
     return (pipeline, rec.topic, rec.partition, rec.offset, rec.id, rec.revision, rec.key,
             rec.event_us, rec.arrival_us, text if text else canonical_hash(rec.payload)[0],
@@ -244,7 +245,8 @@ class Emit:
 
     def __init__(self, pipeline: str = "", batch_seq: int = 0) -> None:
         self.pipeline = pipeline
-        self.batch_seq = batch_seq
+        # Typed Any: every archive row of the batch holds this one object (`archive_row`).
+        self.batch_seq: Any = batch_seq
         self.facts: list[Fact] = []
         self.dispositions: list[tuple[Any, ...]] = []  # archive rows (ARCHIVE_ROW)
         self.queue: list[QueueEntry] = []
