@@ -140,6 +140,14 @@ def test_snapshot_restore_continues_identically():
     key = lambda outs: [[(f.fact_key, f.payload_hash) for f in o.facts] for o in outs]  # noqa: E731
     assert key(got) == key(expected[4:])
     assert [o.extra for o in got] == [o.extra for o in expected[4:]]
+    # The counters, the per-payment one included, are checkpointed and go on from there:
+    # p1, p2 and bg accepted before the snapshot, p3 and bg2 after it (p1's redelivery is a
+    # duplicate; p4 comes when its window is final, and is routed).
+    assert snap["counters"]["payments_accepted"] == 3
+    assert second.op.counters == whole.op.counters
+    assert (whole.op.counters["payments_accepted"], whole.op.counters["duplicates"],
+            whole.op.counters["routed_payments"]) == (5, 1, 1)
+    assert whole.op.state_metrics()["payments_accepted"] == 5
 
 
 def test_identities_share_their_account_merchant_and_hour_objects():

@@ -303,3 +303,22 @@ def test_a_ledgers_entries_are_what_its_snapshot_holds_in_its_named_maps(seed):
     assert snap["windows"] and snap["window_payments"]
     assert held > 2 * len(snap["ids"])  # each identity, its merchant's list entry and more
     assert d.op.snapshot_parts().entries() == held
+
+
+def test_a_ledgers_window_changes_name_each_window_once_in_first_change_order():
+    """A payment into a window already changed since the checkpoint leaves its place as it
+    was (the operator looks the mark up before storing it), and a published window's new
+    revision is marked the same way."""
+    d = Driver()
+    parts = d.op.snapshot_parts()
+    parts.mark()
+    feed = [("p1", "a1", 8, 1), ("p2", "a2", 8, 2), ("p3", "a1", 8, 3), ("p4", "a2", 9, 4),
+            ("p5", "a1", 8, 5), ("p6", "a3", 9, 20), ("p7", "a1", 8, 21)]
+    for pid, account, hour, minute in feed:
+        d.feed(payment(pid, account, "m-1", at(hour, minute), at(hour, minute, 30), 100))
+    windows = d.op.snapshot_parts().changes()["rows"]["windows"]
+    assert list(windows) == ["a1|2026-10-06T08:00Z", "a2|2026-10-06T08:00Z",
+                             "a2|2026-10-06T09:00Z", "a3|2026-10-06T09:00Z"]
+    # By then the 08:00 windows were published (the watermark passed 09:00), and p7's new
+    # revision of a1's window was marked where a1 already stood.
+    assert windows["a1|2026-10-06T08:00Z"][2] == 2 and windows["a2|2026-10-06T08:00Z"][2] == 1
