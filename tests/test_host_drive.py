@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 
 import orjson
+import pytest
 from blake3 import blake3
 from hypothesis import given, strategies as st
 
@@ -140,6 +141,46 @@ def test_journaled_idleness_is_followed_at_its_record_and_fresh_decisions_are_as
     assert asked == [(0, us("2026-10-06T10:00:01Z")), (1, us("2026-10-06T10:01:01Z")),
                      (2, us("2026-10-06T10:01:02Z"))]
     assert trace.made == [[0, "x", 0, True], [1, "x", 0, True], [2, "x", 0, True]]
+
+
+def test_the_idleness_check_reads_positions_past_the_record_just_consumed():
+    """A run's count and range are written when it ends, but the worker's positions the
+    idleness check reads already include the record in hand."""
+    raws = _batch()
+    positions: dict = {}
+    seen: list[dict] = []
+
+    def idleness(i, clock, out, made):
+        seen.append(dict(positions))
+
+    drive_batch(raws, Recorder(), _wms(), CONTRACTS, Emit(), positions, {}, BatchTrace(NEG_INF),
+                None, None, idleness)
+    assert seen == [
+        {(PAYMENT, 0): 11},
+        {(PAYMENT, 0): 12},
+        {(PAYMENT, 0): 12, (RISK_SIGNAL, 0): 4},
+        {(PAYMENT, 0): 12, (RISK_SIGNAL, 0): 4, (PAYMENT, 1): 1},
+        {(PAYMENT, 0): 13, (RISK_SIGNAL, 0): 4, (PAYMENT, 1): 1},
+        {(PAYMENT, 0): 14, (RISK_SIGNAL, 0): 4, (PAYMENT, 1): 1}]
+
+
+def test_an_operator_that_raises_leaves_the_trace_and_positions_at_its_record():
+    class Failing(Recorder):
+        def on_record(self, rec, out) -> None:
+            super().on_record(rec, out)
+            if rec.id == "s-1":
+                raise RuntimeError("operator failed")
+
+    raws = _batch()
+    positions: dict = {}
+    trace = BatchTrace(NEG_INF)
+    with pytest.raises(RuntimeError, match="operator failed"):
+        drive_batch(raws, Failing(), _wms(), CONTRACTS, Emit(), positions, {}, trace, None,
+                    None, None)
+    assert trace.order_runs == [["payments:0", 2], ["risk_signals:0", 1]]
+    assert {k: v[:2] for k, v in trace.ranges.items()} == {"payments:0": [10, 11],
+                                                          "risk_signals:0": [3, 3]}
+    assert positions == {(PAYMENT, 0): 12, (RISK_SIGNAL, 0): 4}
 
 
 @given(st.lists(st.binary(max_size=40).filter(lambda b: b"\n" not in b), max_size=20))

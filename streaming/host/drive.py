@@ -155,6 +155,15 @@ def decode_chunk(raws: list[RawRecord], start: int, end: int,
     return got
 
 
+def _end_run(run: list[Any], rng: list[Any], positions: dict[TP, int], tp: TP, count: int,
+             last_off: int) -> None:
+    """The run in hand ended after `count` records, the last at `last_off`: its journal run
+    and its partition's range say so, and the worker's position is past it."""
+    run[1] = count
+    rng[1] = last_off
+    positions[tp] = last_off + 1
+
+
 def drive_batch(raws: list[RawRecord], op: Any, wms: dict[str, InputWatermark],
                 contracts: dict[str, Contract], out: Emit, positions: dict[TP, int],
                 names: dict[TP, str], trace: BatchTrace, on_clock: Any,
@@ -174,10 +183,17 @@ def drive_batch(raws: list[RawRecord], op: Any, wms: dict[str, InputWatermark],
     decode_s = 0.0
     # The run of records of one partition in hand: its journal run and range. Records come in
     # runs (the merge hands out a partition's records by arrival), so per record the loop
-    # only counts and the partition's names are looked up per run.
+    # only counts and the partition's names are looked up per run. The run's count, last
+    # offset and the worker's position after it are kept as machine ints while the run lasts
+    # and written into `run`, `rng` and `positions` when it ends (`end_run`), or before the
+    # idleness check reads the positions: stored per record, they cost about 700 instructions
+    # a record, most of it a new int object each and a generic addition (callgrind,
+    # docs/performance.md, fiftieth round).
     run_topic, run_part = "", -1
     run: list[Any] = []
     rng: list[Any] = []
+    run_n = 0
+    last_off = 0
     run_lines: list[bytes] = []
     tp: TP = ("", -1)
     tps = ""
@@ -188,72 +204,80 @@ def drive_batch(raws: list[RawRecord], op: Any, wms: dict[str, InputWatermark],
     n_raws = len(raws)
     chunk_start = 0
     decoded: list[Any] = []
-    for raw in raws:
-        if i == chunk_start + len(decoded):
-            # The next chunk's records, decoded and hashed ahead of the operator.
-            chunk_start = i
-            t_dec = perf()
-            decoded = decode_chunk(raws, i, min(n_raws, i + DECODE_AHEAD), contracts)
-            decode_s += perf() - t_dec
-        off: int = raw.offset
-        part: int = raw.partition
-        topic: str = raw.topic
-        if part != run_part or topic != run_topic:
-            run_topic, run_part = topic, part
-            tp = (topic, part)
-            got_name = names.get(tp)
-            if got_name is None:
-                got_name = names[tp] = tp_str(topic, part)
-            tps = got_name
-            run = [tps, 0]
-            trace.order_runs.append(run)
-            got_rng = ranges.get(tps)
-            if got_rng is None:
-                got_rng = ranges[tps] = [off, off]
-                lines[tps] = []
-            rng = got_rng
-            run_lines = lines[tps]
-            wm = wms[topic]
-        assert wm is not None
-        run[1] += 1
-        rng[1] = off
-        positions[tp] = off + 1
-        line: bytes = raw.line
-        run_lines.append(line)
-        arrival: int = raw.arrival_us
-        if arrival > clock:
-            clock = arrival
-        got = decoded[i - chunk_start]
-        fault = raw.fault
-        if fault is not None:
-            jumps = trace.jumps.get(tps)
-            if jumps is None:
-                jumps = trace.jumps[tps] = []
-            jumps.append(off)
-            got = InvalidRecord(fault[0], fault[1])
-        if isinstance(got, InvalidRecord):
-            out.quarantine.append(Quarantined(topic, part, off, got.reason, got.detail,
-                                              quarantine_text(line)))
-            wm.touch(part, arrival)
-        else:
-            rec: Record = got
-            op.on_record(rec, out)
-            if wm.observe(part, rec.event_us, arrival):
-                op.on_watermark(topic, wm.wm, out)
-        if on_clock is not None:
-            on_clock(clock, out)
-        # Idleness: follow journaled decisions on replay, decide from evidence otherwise.
-        if pending is not None:
-            while pi < n_pending and pending[pi][0] == i:
-                decision = pending[pi]
-                d_topic: str = decision[1]
-                d_wm = wms[d_topic]
-                if d_wm.set_idle(decision[2], decision[3]):
-                    op.on_watermark(d_topic, d_wm.wm, out)
-                trace.made.append(decision)
-                pi += 1
-        elif idleness is not None:
-            idleness(i, clock, out, trace.made)
-        i += 1
+    try:
+        for raw in raws:
+            if i == chunk_start + len(decoded):
+                # The next chunk's records, decoded and hashed ahead of the operator.
+                chunk_start = i
+                t_dec = perf()
+                decoded = decode_chunk(raws, i, min(n_raws, i + DECODE_AHEAD), contracts)
+                decode_s += perf() - t_dec
+            off: int = raw.offset
+            part: int = raw.partition
+            topic: str = raw.topic
+            if part != run_part or topic != run_topic:
+                if run_n:
+                    _end_run(run, rng, positions, tp, run_n, last_off)
+                run_n = 0
+                run_topic, run_part = topic, part
+                tp = (topic, part)
+                got_name = names.get(tp)
+                if got_name is None:
+                    got_name = names[tp] = tp_str(topic, part)
+                tps = got_name
+                run = [tps, 0]
+                trace.order_runs.append(run)
+                got_rng = ranges.get(tps)
+                if got_rng is None:
+                    got_rng = ranges[tps] = [off, off]
+                    lines[tps] = []
+                rng = got_rng
+                run_lines = lines[tps]
+                wm = wms[topic]
+            assert wm is not None
+            run_n += 1
+            last_off = off
+            line: bytes = raw.line
+            run_lines.append(line)
+            arrival: int = raw.arrival_us
+            if arrival > clock:
+                clock = arrival
+            got = decoded[i - chunk_start]
+            fault = raw.fault
+            if fault is not None:
+                jumps = trace.jumps.get(tps)
+                if jumps is None:
+                    jumps = trace.jumps[tps] = []
+                jumps.append(off)
+                got = InvalidRecord(fault[0], fault[1])
+            if isinstance(got, InvalidRecord):
+                out.quarantine.append(Quarantined(topic, part, off, got.reason, got.detail,
+                                                  quarantine_text(line)))
+                wm.touch(part, arrival)
+            else:
+                rec: Record = got
+                op.on_record(rec, out)
+                if wm.observe(part, rec.event_us, arrival):
+                    op.on_watermark(topic, wm.wm, out)
+            if on_clock is not None:
+                on_clock(clock, out)
+            # Idleness: follow journaled decisions on replay, decide from evidence otherwise.
+            if pending is not None:
+                while pi < n_pending and pending[pi][0] == i:
+                    decision = pending[pi]
+                    d_topic: str = decision[1]
+                    d_wm = wms[d_topic]
+                    if d_wm.set_idle(decision[2], decision[3]):
+                        op.on_watermark(d_topic, d_wm.wm, out)
+                    trace.made.append(decision)
+                    pi += 1
+            elif idleness is not None:
+                positions[tp] = off + 1  # the check reads the worker's positions
+                idleness(i, clock, out, trace.made)
+            i += 1
+    finally:
+        # Also when the operator raised: the trace and positions name what was consumed.
+        if run_n:
+            _end_run(run, rng, positions, tp, run_n, last_off)
     trace.clock = clock
     trace.decode_s += decode_s
