@@ -185,8 +185,8 @@ def drive_batch(raws: list[RawRecord], op: Any, wms: dict[str, InputWatermark],
     # runs (the merge hands out a partition's records by arrival), so per record the loop
     # only counts and the partition's names are looked up per run. The run's count, last
     # offset and the worker's position after it are kept as machine ints while the run lasts
-    # and written into `run`, `rng` and `positions` when it ends (`end_run`), or before the
-    # idleness check reads the positions: stored per record, they cost about 700 instructions
+    # and written into `run`, `rng` and `positions` when it ends (`_end_run`), or before the
+    # idleness check reads the positions: stored per record, they cost about 570 instructions
     # a record, most of it a new int object each and a generic addition (callgrind,
     # docs/performance.md, fiftieth round).
     run_topic, run_part = "", -1
