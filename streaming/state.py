@@ -36,8 +36,8 @@ class Held:
 
 class HeldEntry:
     """What a keyed side holds: an entry that knows its size (its source line's bytes, as
-    `Held` counts them). Operators' entries derive from it, so a side sums the sizes of the
-    entries leaving it by reading a field: compiled, taking each through a callable
+    `Held` counts them). The interval join's entries derive from it, so a side sums the sizes
+    of the entries leaving it by reading a field: compiled, taking each through a callable
     (`operator.attrgetter`) was a generic attribute lookup and a call, about 870 instructions
     an entry, a tenth of an evicted payment's (callgrind; docs/performance.md, forty-ninth
     round)."""
