@@ -189,7 +189,7 @@ def test_snapshot_restore_round_trip_continues_identically():
     feed(op1, items)
     out1 = feed(op1, rest)
     op2 = IntervalJoin()
-    feed(op2, items)
+    out2 = feed(op2, items)
     import orjson
     op3 = IntervalJoin()
     op3.restore(orjson.loads(orjson.dumps(op2.snapshot())))
@@ -199,6 +199,13 @@ def test_snapshot_restore_round_trip_continues_identically():
     assert [(f.fact_key, f.payload_hash) for f in out1.facts] == \
         [(f.fact_key, f.payload_hash) for f in out3.facts]
     assert op3.peak == op1.peak and op1.peak["records"] == 4
+    # The counters continue too, the pairs published (a machine int beside the map) included.
+    before = sum(1 for f in out2.facts if f.kind == "pair" and f.status == "current")
+    after = sum(1 for f in out3.facts if f.kind == "pair" and f.status == "current")
+    assert (before, after) == (2, 2)
+    assert op3.counters == op1.counters
+    assert (op2.counters["pairs_published"], op3.counters["pairs_published"]) == (2, 4)
+    assert op3.state_metrics()["pairs_published"] == 4
 
 
 def test_old_identities_are_pruned_below_the_watermark_and_redelivery_is_queued_not_dropped():

@@ -94,3 +94,24 @@ def test_a_fact_may_leave_its_hash_for_later_and_reads_the_same_hash():
     assert later == now
     with pytest.raises(ValueError, match="a hash left for later needs the payload's JSON"):
         Fact("k", "pair", "l", "current", {"a": 1}, HASH_LATER)
+
+
+def test_a_fact_hashed_over_another_text_takes_that_texts_hash_first_read_or_together():
+    import pytest
+
+    from streaming.hashing import digest
+    from streaming.operators.base import HASH_LATER, Fact, hash_facts
+
+    stored = ['{"a":1,"watermark":"x"}', '{"a":2,"watermark":"x"}']
+    hashed = ['{"a":1}', '{"a":2}']
+    one, two = (Fact(f"k{i}", "receipt_decision", f"l{i}", "live", None, HASH_LATER, None, s, h)
+                for i, (s, h) in enumerate(zip(stored, hashed, strict=True)))
+    assert one.text_to_hash() == hashed[0]
+    assert one.payload_hash == digest(hashed[0]) != digest(stored[0])  # taken when first read
+    assert one.hash_text is None  # and the text let go
+    hash_facts([one, two])
+    assert (two.hash_taken, two.hash_text) == (digest(hashed[1]), None)
+    assert one.payload_hash == digest(hashed[0])  # not taken again
+    with pytest.raises(ValueError, match="a text to hash, but the hash is taken"):
+        Fact("k", "receipt_decision", "l", "live", None, digest(hashed[0]), None, stored[0],
+             hashed[0])

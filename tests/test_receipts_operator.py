@@ -133,6 +133,39 @@ def test_snapshot_restore_continues_exactly():
         [(f.fact_key, f.payload_hash) for f in w_out.facts]
     assert len({f.logical_key for f in w_out.facts}) == 60
     assert second.wm == POS_INF and second.entries == {}
+    # The counters too, those kept as machine ints beside the map included: through the
+    # snapshot, the restore and the metrics.
+    assert second.counters == whole.counters
+    assert (whole.counters["accepted"], whole.counters["duplicates"],
+            whole.counters["scored"]) == (60, 1, 60)
+    assert snap["counters"]["accepted"] == 30
+    metrics = second.state_metrics()
+    assert (metrics["accepted"], metrics["scored"]) == (60, 60)
+
+
+def test_a_watermarks_decisions_leave_it_hashed_over_their_documents_without_the_watermark():
+    from streaming.hashing import digest
+    from streaming.operators.base import HASH_LATER
+    from streaming.operators.receipts import decision_fact
+
+    op = ReceiptScorer(MODEL)
+    out = feed(op, [rcpt(f"r{i}", f"m{i % 2}", i * 0.5, cents=100 + i) for i in range(9)])
+    op.on_watermark("receipts", wm(3), out)
+    assert sorted(f.fact_key for f in out.facts) == [f"r{i}|1" for i in range(7)]
+    for f in out.facts:
+        # Hashed together when the watermark step ended: none is left for the writer.
+        assert f.hash_taken != HASH_LATER and f.hash_text is None
+        business = {k: v for k, v in f.payload.items() if k != "watermark"}
+        assert f.hash_taken == digest(orjson.dumps(business, option=orjson.OPT_SORT_KEYS))
+    # The same fact as the builder's, hashing at once (what repairs and re-pins build).
+    p = out.facts[3].payload
+    now = decision_fact(
+        receipt_id=p["receipt_id"], merchant_id=p["merchant_id"], store_id=p["store_id"],
+        occurred_us=parse_utc_us(p["occurred_at"]), amount_cents=p["amount_cents"],
+        scoring_revision=1, model=MODEL, count=p["feature_count_7m"],
+        amount_7m=p["feature_amount_7m"], watermark_us=wm(3), status="live", origin="live",
+        reason="watermark_passed_occurrence")
+    assert now == out.facts[3] and now.payload_hash == out.facts[3].payload_hash
 
 
 def test_merchant_series_stay_sorted_with_equal_times_late_receipts_and_eviction():

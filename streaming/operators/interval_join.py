@@ -332,9 +332,14 @@ class IntervalJoin:
         self.covered: dict[str, list[tuple[int, int]]] = {}
         self.seq = 0
         self._ttl_heap: list[tuple[int, int, str, str]] = []
-        self.counters = {"late_joined": 0, "late_queued": 0, "corrections_live": 0,
-                         "corrections_queued": 0, "evicted_payments": 0, "evicted_signals": 0,
-                         "ttl_evictions": 0, "pairs_published": 0, "pairs_retired": 0}
+        # The counters by name (`counters`). The one counted per pair is a machine int beside
+        # the map, written into it when the map is read (as the ledger's per-payment count):
+        # counted in the map it was a lookup, a generic addition and a store, about 490
+        # instructions a pair (callgrind, docs/performance.md, fifty-first round).
+        self._pairs_published = 0
+        self._counters = {"late_joined": 0, "late_queued": 0, "corrections_live": 0,
+                          "corrections_queued": 0, "evicted_payments": 0, "evicted_signals": 0,
+                          "ttl_evictions": 0, "pairs_published": 0, "pairs_retired": 0}
         # The state's peaks (read as `peak`), as typed fields: `_track_peak` compares them on
         # every record, where a dict's were a lookup and an object comparison each.
         self._peak_records = 0
@@ -342,6 +347,13 @@ class IntervalJoin:
         self._hot_key: str | None = None
         self._hot_key_records = 0
         self._hot_key_bytes = 0
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """The counters by name, as the metrics and the checkpoint read them."""
+        counters = self._counters
+        counters["pairs_published"] = self._pairs_published
+        return counters
 
     # ------------------------------------------------------------------ views by input
     # The payment side's bounds are the rule's (-47 min .. +8 min); read-only names for them.
@@ -481,7 +493,7 @@ class IntervalJoin:
             "current", None, HASH_LATER, None, pjson))
         p.matches[s.id] = pid
         s.matches[p.id] = pid
-        self.counters["pairs_published"] += 1
+        self._pairs_published += 1
         return pid
 
     def _publish_sided(self, side: Side, e: Entry, c: Entry, out: Emit) -> None:
@@ -499,7 +511,7 @@ class IntervalJoin:
         out.fact(Fact.make(pair_fact_key(payment_t, pid, "retire"), "pair",
                            pair_logical_key(payment_id, signal_id, self.rule_version), "retired",
                            payload, predecessor_key=pair_fact_key(payment_t, pid, "publish")))
-        self.counters["pairs_retired"] += 1
+        self._counters["pairs_retired"] += 1
 
     def _outcome(self, p: Entry, status: str, out: Emit) -> None:
         # The fact of outcome_payload(...), assembled from the payment's cached parts.
@@ -527,11 +539,11 @@ class IntervalJoin:
         if t < side.wm:
             blocker = self._blocker(side, other, key, t)
             if blocker:
-                self.counters["late_queued"] += 1
+                self._counters["late_queued"] += 1
                 side.ids.remember(rec.id, [rec.revision, rec.payload_hash, key, t, QUEUED])
                 self._queue(rec, f"late_{side.label}:{blocker}", out)
                 return
-            self.counters["late_joined"] += 1
+            self._counters["late_joined"] += 1
         side.ids.remember(rec.id, [rec.revision, rec.payload_hash, key, t, LIVE])
         out.disposition(rec, ACCEPTED)
         self._insert(side, other, self._new_entry(rec), out)
@@ -569,14 +581,14 @@ class IntervalJoin:
             reason = f"correction:{blocker}" if blocker else None
         if reason or old is None:
             reason = reason or "correction:old_version_not_in_state"
-            self.counters["corrections_queued"] += 1
+            self._counters["corrections_queued"] += 1
             side.ids.remember(rec.id, [rec.revision, rec.payload_hash, rec.key, rec.event_us,
                                        QUEUED])
             self._queue(rec, reason, out, {"old_revision": known[REV],
                                            "old_event_us": known[ID_T],
                                            "old_key": known[ID_KEY]})
             return
-        self.counters["corrections_live"] += 1
+        self._counters["corrections_live"] += 1
         side.ids.remember(rec.id, [rec.revision, rec.payload_hash, rec.key, rec.event_us, LIVE])
         out.disposition(rec, ACCEPTED)
         # Take the old version out of state and off its counterparts.
@@ -656,7 +668,7 @@ class IntervalJoin:
         self._pruned_at = low
         bound = low - self.identity_retention
         pruned = self.payments.ids.evict_before(bound) + self.signals.ids.evict_before(bound)
-        self.counters["identities_pruned"] = self.counters.get("identities_pruned", 0) + pruned
+        self._counters["identities_pruned"] = self._counters.get("identities_pruned", 0) + pruned
 
     def _evict(self, side: Side, key: str, bound: int, out: Emit) -> None:
         """Evict `side`'s entries of `key` with t < bound (beyond the horizon); a payment's
@@ -683,11 +695,11 @@ class IntervalJoin:
         last = gone[-1].t
         side.evicted_max[key] = last if last > prev else prev
         if side.is_payment:
-            self.counters["evicted_payments"] += len(gone)
+            self._counters["evicted_payments"] += len(gone)
             for e in gone:
                 self._outcome(e, "final", out)
         else:
-            self.counters["evicted_signals"] += len(gone)
+            self._counters["evicted_signals"] += len(gone)
 
     def _maybe_drop_key(self, key: str) -> None:
         # A key with both sides empty gives up its entry to bound memory; its maxima fold into
@@ -717,7 +729,7 @@ class IntervalJoin:
             e = side.live.get(eid)
             if e is not None and e.seq == seq:
                 side.state.remove(e.key, e.t, e.seq, e.size)
-                self.counters["ttl_evictions"] += 1
+                self._counters["ttl_evictions"] += 1
                 self._finalize(side, e.key, [e], out)
                 self._maybe_drop_key(e.key)
 
@@ -858,7 +870,8 @@ class IntervalJoin:
         self.seq = snap["seq"]
         self._pruned_at = snap["pruned_at"]
         self.identity_retention = snap["identity_retention"]
-        self.counters = snap["counters"]
+        self._counters = dict(snap["counters"])
+        self._pairs_published = self._counters["pairs_published"]
         peak = snap["peak"]
         self._peak_records, self._peak_bytes = peak["records"], peak["bytes"]
         self._hot_key, self._hot_key_records = peak["hot_key"], peak["hot_key_records"]

@@ -34,8 +34,9 @@ from ..hashing import digest
 from ..models.registry import Model
 from ..state import Held, TimeQueue
 from ..timeutil import LAST_FINITE, NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
-from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, INT64_MAX, JSON_FILL, ROUTED,
-                   BoundedTexts, Emit, Fact, QueueEntry, fits_int64, json_recurring, json_scalar)
+from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, HASH_LATER, INT64_MAX, JSON_FILL,
+                   ROUTED, BoundedTexts, Emit, Fact, QueueEntry, fits_int64, hash_facts,
+                   json_recurring, json_scalar)
 from .changes import RowChanges, SnapshotParts
 from .identity import IdentityIndex, settle
 
@@ -186,8 +187,10 @@ def decision_key(receipt_id: str, scoring_revision: int) -> str:
 def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_us: int,
                   amount_cents: int, scoring_revision: int, model: Model, count: int,
                   amount_7m: int, watermark_us: int, status: str, origin: str, reason: str,
-                  predecessor_revision: int | None = None) -> Fact:
-    """The one builder of decision facts (live scorer, reconciliation, re-pinning)."""
+                  predecessor_revision: int | None = None, hash_now: bool = True) -> Fact:
+    """The one builder of decision facts (live scorer, reconciliation, re-pinning). Without
+    `hash_now` the fact leaves its hash for later (`HASH_LATER`, over its `hash_text`): the
+    scorer hashes a watermark's decisions together (`hash_facts`)."""
     # What the overflow guard keeps out of state, and orjson refused too.
     if not (fits_int64(amount_cents) and fits_int64(amount_7m)):
         raise ValueError(f"decision for {receipt_id}: an amount leaves the 64-bit range")
@@ -227,8 +230,12 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     # The fact carries that text only: its `payload` is decoded from it when something reads
     # it (a repair, a test); the sink stores the text as it is.
     pred = decision_key(receipt_id, predecessor_revision) if predecessor_revision else None
+    stored = business[:-1] + _watermark_tail(watermark_us)
+    if hash_now:
+        return Fact(decision_key(receipt_id, scoring_revision), KIND, receipt_id, status, None,
+                    digest(business), pred, stored)
     return Fact(decision_key(receipt_id, scoring_revision), KIND, receipt_id, status, None,
-                digest(business), pred, business[:-1] + _watermark_tail(watermark_us))
+                HASH_LATER, pred, stored, business)
 
 
 # The watermark tails rendered lately (a bounded store: a Final static when compiled, where a
@@ -295,10 +302,24 @@ class ReceiptScorer:
         # the evicted prefix is COMPACT_AFTER long or half the list. Nothing reads the
         # prefix: every lookup starts at it.
         self._dead: dict[str, int] = {}
-        self.counters = {"accepted": 0, "duplicates": 0, "conflicts": 0, "scored": 0,
-                         "late_within_tolerance": 0, "beyond_allowed_delay": 0,
-                         "rescored_live": 0, "evicted": 0}
+        # The counters by name (`counters`). The two counted per receipt are machine ints
+        # beside the map, written into it when the map is read (as the ledger's per-payment
+        # count): counted in the map each was a lookup, a generic addition and a store, about
+        # 490 instructions (callgrind, docs/performance.md, fifty-first round).
+        self._accepted = 0
+        self._scored = 0
+        self._counters = {"accepted": 0, "duplicates": 0, "conflicts": 0, "scored": 0,
+                          "late_within_tolerance": 0, "beyond_allowed_delay": 0,
+                          "rescored_live": 0, "evicted": 0}
         self.peak = {"records": 0, "bytes": 0}
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """The counters by name, as the metrics and the checkpoint read them."""
+        counters = self._counters
+        counters["accepted"] = self._accepted
+        counters["scored"] = self._scored
+        return counters
 
     # ------------------------------------------------------------------ pinning
     @property
@@ -329,7 +350,7 @@ class ReceiptScorer:
     def on_record(self, rec: Record, out: Emit) -> None:
         what, known = self.ids.classify(rec)
         if known is not None:
-            self.counters["duplicates" if what == DUPLICATE else "conflicts"] += 1
+            self._counters["duplicates" if what == DUPLICATE else "conflicts"] += 1
             settle(what, rec, out, f"receipt {rec.id} was uploaded before with other content")
             return
         # Typed Any, so compiled code keeps the record's int object: the entry, the identity
@@ -342,7 +363,7 @@ class ReceiptScorer:
         if self._overflows(rec.key, t, p["amount_cents"]):
             # Its merchant's 7-minute sums would leave the 64-bit range: it joins no state and
             # waits in reconciliation (held there with the reason).
-            self.counters[AGGREGATE_OVERFLOW] = self.counters.get(AGGREGATE_OVERFLOW, 0) + 1
+            self._counters[AGGREGATE_OVERFLOW] = self._counters.get(AGGREGATE_OVERFLOW, 0) + 1
             out.queue.append(QueueEntry(
                 rec.topic, rec.partition, rec.offset, rec.id, rec.revision, rec.key, t,
                 AGGREGATE_OVERFLOW, self.wm,
@@ -351,7 +372,7 @@ class ReceiptScorer:
             out.disposition(rec, ROUTED)
             return
         if t < self.wm - self.tolerance:
-            self.counters["beyond_allowed_delay"] += 1
+            self._counters["beyond_allowed_delay"] += 1
             out.queue.append(QueueEntry(
                 rec.topic, rec.partition, rec.offset, rec.id, rec.revision, rec.key, t,
                 "beyond_allowed_delay", self.wm,
@@ -363,11 +384,11 @@ class ReceiptScorer:
                 self._insert(rec, HISTORY)
             return
         out.disposition(rec, ACCEPTED)
-        self.counters["accepted"] += 1
+        self._accepted += 1
         e = self._insert(rec, PENDING)
         if t <= self.wm:
             if t < self.wm:
-                self.counters["late_within_tolerance"] += 1
+                self._counters["late_within_tolerance"] += 1
                 self._score(e, rec.key, out)
                 self._rescore_after(rec.key, t, rec.id, out)
             else:
@@ -486,12 +507,12 @@ class ReceiptScorer:
         cnt, amt = self._features(merchant, e[T])
         e[REV], e[CNT], e[AMT], e[MODEL], e[STATE] = 1, cnt, amt, model.revision, SCORED
         _encoded(e)
-        self.counters["scored"] += 1
+        self._scored += 1
         out.fact(decision_fact(
             receipt_id=e[ID], merchant_id=merchant, store_id=e[STORE], occurred_us=e[T],
             amount_cents=e[AMOUNT], scoring_revision=1, model=model, count=cnt,
             amount_7m=amt, watermark_us=self.wm, status="live", origin="live",
-            reason="watermark_passed_occurrence"))
+            reason="watermark_passed_occurrence", hash_now=False))
 
     def _rescore_after(self, merchant: str, t: int, cause: str, out: Emit) -> None:
         """Rescore scored receipts in (t, t + 7 min] whose features the receipt at t changed."""
@@ -512,7 +533,7 @@ class ReceiptScorer:
             prev = e[REV]
             e[REV], e[CNT], e[AMT], e[MODEL] = prev + 1, cnt, amt, model.revision
             _encoded(e)
-            self.counters["rescored_live"] += 1
+            self._counters["rescored_live"] += 1
             out.fact(decision_fact(
                 receipt_id=e[ID], merchant_id=merchant, store_id=e[STORE], occurred_us=e[T],
                 amount_cents=e[AMOUNT], scoring_revision=prev + 1, model=model,
@@ -527,9 +548,14 @@ class ReceiptScorer:
         self.wm = wm
         pending = self.pending
         due = wm + 1  # every receipt at or before the watermark
+        first = len(out.facts)
         while pending.has_before(due):
             for rid in pending.pop_time()[1]:
                 self._score(self.entries[rid], self.merchant_of[rid], out)
+        # The decisions' hashes together, several side by side (`hashing.digests`): one at a
+        # time they were 14% of the scorer's instructions (callgrind, fifty-first round).
+        if len(out.facts) > first:
+            hash_facts(out.facts[first:])
         self._evict_below(wm - RETENTION_US if wm <= LAST_FINITE else POS_INF)
 
     def _evict_below(self, bound: int) -> None:
@@ -548,7 +574,7 @@ class ReceiptScorer:
                 for e in lst[dead:k]:
                     del entries[e[ID]], merchant_of[e[ID]]
                     held.release(e[SIZE])
-                self.counters["evicted"] += k - dead
+                self._counters["evicted"] += k - dead
                 if k == len(lst):
                     del self.by_merchant[merchant], self._times[merchant]
                     del self._amounts[merchant], self._cum[merchant], self._max_abs[merchant]
@@ -654,7 +680,9 @@ class ReceiptScorer:
         ids = {k: row if len(row) == 3 else [1, *row] for k, row in snap["ids"].items()}
         self.ids.load(ids, [(row[ID_T], k) for k, row in ids.items()])
         self.pending = TimeQueue((t, rid) for t, rid in snap["pending"])
-        self.counters = dict(snap["counters"])
+        self._counters = dict(snap["counters"])
+        self._accepted = self._counters["accepted"]
+        self._scored = self._counters["scored"]
         self.peak = dict(snap["peak"])
 
     def _track_peak(self) -> None:
