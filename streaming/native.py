@@ -5,10 +5,11 @@ The Python sources stay the one definition of every rule. `make setup` compiles 
 next to its source, which Python imports in preference to the `.py`, and the build records a
 hash of every source it compiled. The compiled modules call one another natively (a compiled
 operator reads a compiled `TimeQueue`'s fields as C struct members), so the set is used whole
-or not at all. Three modules beside them are C written by hand (`HAND_WRITTEN`): the content
+or not at all. Five modules beside them are C written by hand (`HAND_WRITTEN`): the content
 hash, the hot path's texts (a decoded payload, instants, IDs, JSON strings, the source's
-plain-line guard) and the state rows taken out of the cyclic collector's sight; built with them,
-hashed into the same record of the build and used only with them.
+plain-line guard), the state rows taken out of the cyclic collector's sight, the JetStream
+reader's frames and the state's heap of times; built with them, hashed into the same record of
+the build and used only with them.
 
 On import the package decides (`select`, called by `streaming/__init__`). The compiled set is
 used only when every source is unchanged since the build; otherwise every module of the set
@@ -67,15 +68,18 @@ COMPILED: tuple[str, ...] = (
     "streaming.host.drive",
 )
 # Written in C by hand, not compiled from Python: the content hash (`streaming.hashing` uses it
-# when the compiled set is in use, hashlib otherwise), and the hot path's texts: a decoded
+# when the compiled set is in use, hashlib otherwise), the hot path's texts: a decoded
 # payload, instants, IDs, JSON strings and the source's plain-line guard
 # (`streaming.contracts.canonical`, `streaming.timeutil`, `streaming.operators.base` and
-# `streaming.sources.records` use them when it is in use, their Python twins otherwise). Module
-# name -> its C source.
+# `streaming.sources.records` use them when it is in use, their Python twins otherwise), the
+# collector's untracking (`streaming.collector`), the JetStream reader's frames
+# (`streaming.sources.nats_wire`) and the heap of a `TimeQueue` (`streaming.state`, heapq
+# otherwise). Module name -> its C source.
 HAND_WRITTEN: dict[str, str] = {"streaming._blake2b": "streaming/_blake2b.c",
                                 "streaming._texts": "streaming/_texts.c",
                                 "streaming._collector": "streaming/_collector.c",
-                                "streaming._wire": "streaming/_wire.c"}
+                                "streaming._wire": "streaming/_wire.c",
+                                "streaming._heap": "streaming/_heap.c"}
 # The shared library mypyc builds for the group lives inside the package, so it imports from
 # wherever the package does (an editable install maps packages, not the project root).
 GROUP = "streaming._native"

@@ -6,10 +6,22 @@ hot key and the state peak are observable without walking the state."""
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
-from heapq import heappop, heappush
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
+
+from . import native
+
+# A `TimeQueue`'s heap of times pushed and popped by the compiled core's hand-written C
+# (streaming/_heap.c), heapq's algorithm comparing two ints in C: heapq's generic comparison
+# made its push and pop 6% of the receipt scorer's instructions (docs/performance.md,
+# fifty-first round). heapq itself where the compiled set is not in use. Decided once, when the
+# package's build is (streaming.native.select runs before this import).
+_HEAPPUSH: Final[Callable[[list[Any], Any], None]] = (
+    native.hand_written("streaming._heap", "heappush") or heapq.heappush)
+_HEAPPOP: Final[Callable[[list[Any]], Any]] = (
+    native.hand_written("streaming._heap", "heappop") or heapq.heappop)
 
 
 class Held:
@@ -224,7 +236,7 @@ class TimeQueue:
         if at is None:
             items[t] = item
             if not self.mostly_ordered:
-                heappush(self.heap, t)
+                _HEAPPUSH(self.heap, t)
                 self.size += 1
                 return
             run = self.run
@@ -238,7 +250,7 @@ class TimeQueue:
             elif time > run[n - 1]:
                 run.append(t)
             else:
-                heappush(self.heap, t)
+                _HEAPPUSH(self.heap, t)
         elif type(at) is list:
             at.append(item)
         else:
@@ -270,7 +282,7 @@ class TimeQueue:
                 head = 0
             self.head = head
         else:
-            t = heappop(heap)
+            t = _HEAPPOP(heap)
         # `dict.pop`, though compiled it is a method looked up by name: a lookup and a delete
         # as two dictionary primitives cost more (callgrind, forty-ninth round), each searching
         # with the time boxed anew, not the key object the dictionary holds.
