@@ -152,6 +152,9 @@ def record_of(c: DecodePlan, s: msgspec.Struct, partition: int, offset: int,
     the alphabet or an instant lies outside the UTC range (the caller then judges the object
     field by field). Raises InvalidRecord for a record-level defect."""
     fast = _PAYLOAD_OF
+    # Typed a tuple: compiled, its items are then read as a tuple's, where an object's were
+    # each a generic subscription (callgrind, fifty-first round).
+    got: tuple[Any, ...] | None
     if fast is not None:
         got = fast(_ASTUPLE(s), c.fields, c.roles, c.order, _ENCODE_SORTED)
     else:
