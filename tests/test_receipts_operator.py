@@ -143,20 +143,25 @@ def test_snapshot_restore_continues_exactly():
     assert (metrics["accepted"], metrics["scored"]) == (60, 60)
 
 
-def test_a_watermarks_decisions_leave_it_hashed_over_their_documents_without_the_watermark():
+def test_live_decisions_are_hashed_with_their_batch_over_their_documents_without_the_watermark():
     from streaming.hashing import digest
     from streaming.operators.base import HASH_LATER
     from streaming.operators.receipts import decision_fact
+    from streaming.store.ops import fact_rows
 
     op = ReceiptScorer(MODEL)
     out = feed(op, [rcpt(f"r{i}", f"m{i % 2}", i * 0.5, cents=100 + i) for i in range(9)])
     op.on_watermark("receipts", wm(3), out)
     assert sorted(f.fact_key for f in out.facts) == [f"r{i}|1" for i in range(7)]
-    for f in out.facts:
-        # Hashed together when the watermark step ended: none is left for the writer.
+    # Left for the batch: its rows hash them together.
+    assert all(f.hash_taken == HASH_LATER and f.hash_text for f in out.facts)
+    rows = fact_rows(out.facts)
+    for f, row in zip(out.facts, rows, strict=True):
         assert f.hash_taken != HASH_LATER and f.hash_text is None
         business = {k: v for k, v in f.payload.items() if k != "watermark"}
-        assert f.hash_taken == digest(orjson.dumps(business, option=orjson.OPT_SORT_KEYS))
+        assert f.hash_taken == row[4] == digest(
+            orjson.dumps(business, option=orjson.OPT_SORT_KEYS))
+        assert row[5] == f.payload_json  # the stored text carries the watermark
     # The same fact as the builder's, hashing at once (what repairs and re-pins build).
     p = out.facts[3].payload
     now = decision_fact(

@@ -35,8 +35,8 @@ from ..models.registry import Model
 from ..state import Held, TimeQueue
 from ..timeutil import LAST_FINITE, NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, HASH_LATER, INT64_MAX, JSON_FILL,
-                   ROUTED, BoundedTexts, Emit, Fact, QueueEntry, fits_int64, hash_facts,
-                   json_recurring, json_scalar)
+                   ROUTED, BoundedTexts, Emit, Fact, QueueEntry, fits_int64, json_recurring,
+                   json_scalar)
 from .changes import RowChanges, SnapshotParts
 from .identity import IdentityIndex, settle
 
@@ -189,8 +189,8 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
                   amount_7m: int, watermark_us: int, status: str, origin: str, reason: str,
                   predecessor_revision: int | None = None, hash_now: bool = True) -> Fact:
     """The one builder of decision facts (live scorer, reconciliation, re-pinning). Without
-    `hash_now` the fact leaves its hash for later (`HASH_LATER`, over its `hash_text`): the
-    scorer hashes a watermark's decisions together (`hash_facts`)."""
+    `hash_now` the fact leaves its hash for later (`HASH_LATER`, over its `hash_text`), for
+    its batch's facts to be hashed together (`hash_facts`)."""
     # What the overflow guard keeps out of state, and orjson refused too.
     if not (fits_int64(amount_cents) and fits_int64(amount_7m)):
         raise ValueError(f"decision for {receipt_id}: an amount leaves the 64-bit range")
@@ -530,6 +530,10 @@ class ReceiptScorer:
             amount_cents=e[AMOUNT], scoring_revision=1, model=model, count=cnt,
             amount_7m=amt, watermark_us=self.wm, status="live", origin="live",
             reason="watermark_passed_occurrence", hash_now=False))
+        # The decision's hash is left for later: its batch's facts are hashed together when
+        # the batch's rows are made (`store.ops.fact_rows`), several side by side. One at a
+        # time the hashes were 14% of the scorer's instructions; a watermark step's decisions
+        # together (a few each) still 10% (callgrind, fifty-first round).
 
     def _rescore_after(self, merchant: str, t: int, cause: str, out: Emit) -> None:
         """Rescore scored receipts in (t, t + 7 min] whose features the receipt at t changed."""
@@ -565,14 +569,9 @@ class ReceiptScorer:
         self.wm = wm
         pending = self.pending
         due = wm + 1  # every receipt at or before the watermark
-        first = len(out.facts)
         while pending.has_before(due):
             for rid in pending.pop_time()[1]:
                 self._score(self.entries[rid], self.merchant_of[rid], out)
-        # The decisions' hashes together, several side by side (`hashing.digests`): one at a
-        # time they were 14% of the scorer's instructions (callgrind, fifty-first round).
-        if len(out.facts) > first:
-            hash_facts(out.facts[first:])
         self._evict_below(wm - RETENTION_US if wm <= LAST_FINITE else POS_INF)
 
     def _evict_below(self, bound: int) -> None:
