@@ -15,37 +15,45 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-/* a < b: 1, 0, or -1 with an exception set. */
-static inline int less(PyObject *a, PyObject *b) {
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-    /* CPython 3.11's int: the sign and the count of 30-bit digits in ob_size, the digits
-     * least significant first (Objects/longobject.c, long_compare). */
-    if (PyLong_CheckExact(a) && PyLong_CheckExact(b)) {
-        Py_ssize_t sa = Py_SIZE(a), sb = Py_SIZE(b);
-        if (sa != sb)
-            return sa < sb;
-        Py_ssize_t n = sa < 0 ? -sa : sa;
-        const digit *da = ((PyLongObject *)a)->ob_digit;
-        const digit *db = ((PyLongObject *)b)->ob_digit;
-        while (--n >= 0 && da[n] == db[n])
-            ;
-        if (n < 0)
-            return 0;
-        return sa < 0 ? da[n] > db[n] : da[n] < db[n];
-    }
-#endif
-    return PyObject_RichCompareBool(a, b, Py_LT);
+#define INTS_IN_C 1
+/* a < b for two exact ints, as CPython 3.11 compares them (Objects/longobject.c,
+ * long_compare): the sign and the count of 30-bit digits in ob_size, then the digits from the
+ * most significant. */
+static inline int ints_less(PyObject *a, PyObject *b) {
+    Py_ssize_t sa = Py_SIZE(a), sb = Py_SIZE(b);
+    if (sa != sb)
+        return sa < sb;
+    Py_ssize_t n = sa < 0 ? -sa : sa;
+    const digit *da = ((PyLongObject *)a)->ob_digit;
+    const digit *db = ((PyLongObject *)b)->ob_digit;
+    while (--n >= 0 && da[n] == db[n])
+        ;
+    if (n < 0)
+        return 0;
+    return sa < 0 ? da[n] > db[n] : da[n] < db[n];
 }
-
-/* Whether `less` may run Python code (a rich comparison), so the list may change under it. */
-static inline int compares_in_c(PyObject *a, PyObject *b) {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-    return PyLong_CheckExact(a) && PyLong_CheckExact(b);
-#else
-    (void)a;
-    (void)b;
-    return 0;
 #endif
+
+/* a < b for two items of `heap`, which holds `size` items: 1, 0, or -1 with an exception set.
+ * Two ints compare in C. Anything else goes through the rich comparison, which may run Python
+ * code: the items are held across it and the list must not have changed size (heapq's
+ * check). */
+static int less_in(PyListObject *heap, Py_ssize_t size, PyObject *a, PyObject *b) {
+#ifdef INTS_IN_C
+    if (PyLong_CheckExact(a) && PyLong_CheckExact(b))
+        return ints_less(a, b);
+#endif
+    Py_INCREF(a);
+    Py_INCREF(b);
+    int cmp = PyObject_RichCompareBool(a, b, Py_LT);
+    Py_DECREF(b);
+    Py_DECREF(a);
+    if (cmp >= 0 && size != PyList_GET_SIZE(heap)) {
+        PyErr_SetString(PyExc_RuntimeError, "list changed size during iteration");
+        return -1;
+    }
+    return cmp;
 }
 
 /* Move the item at `pos` up towards `startpos` until its parent is not greater. */
@@ -55,33 +63,17 @@ static int sift_down(PyListObject *heap, Py_ssize_t startpos, Py_ssize_t pos) {
         PyErr_SetString(PyExc_IndexError, "index out of range");
         return -1;
     }
-    PyObject **arr = heap->ob_item;
     while (pos > startpos) {
         Py_ssize_t parentpos = (pos - 1) >> 1;
-        PyObject *item = arr[pos], *parent = arr[parentpos];
-        int cmp;
-        if (compares_in_c(item, parent)) {
-            cmp = less(item, parent);
-        } else {
-            Py_INCREF(item);
-            Py_INCREF(parent);
-            cmp = PyObject_RichCompareBool(item, parent, Py_LT);
-            Py_DECREF(parent);
-            Py_DECREF(item);
-            if (cmp < 0)
-                return -1;
-            if (size != PyList_GET_SIZE(heap)) {
-                PyErr_SetString(PyExc_RuntimeError, "list changed size during iteration");
-                return -1;
-            }
-            arr = heap->ob_item;
-            item = arr[pos];
-            parent = arr[parentpos];
-        }
+        int cmp = less_in(heap, size, heap->ob_item[pos], heap->ob_item[parentpos]);
+        if (cmp < 0)
+            return -1;
         if (cmp == 0)
             break;
+        /* Read again: a comparison in Python may have reordered the list. */
+        PyObject **arr = heap->ob_item, *item = arr[pos];
+        arr[pos] = arr[parentpos];
         arr[parentpos] = item;
-        arr[pos] = parent;
         pos = parentpos;
     }
     return 0;
@@ -94,32 +86,16 @@ static int sift_up(PyListObject *heap, Py_ssize_t pos) {
         PyErr_SetString(PyExc_IndexError, "index out of range");
         return -1;
     }
-    PyObject **arr = heap->ob_item;
     Py_ssize_t limit = endpos >> 1;  /* the first position with no child */
     while (pos < limit) {
         Py_ssize_t childpos = 2 * pos + 1;
         if (childpos + 1 < endpos) {
-            PyObject *a = arr[childpos], *b = arr[childpos + 1];
-            int cmp;
-            if (compares_in_c(a, b)) {
-                cmp = less(a, b);
-            } else {
-                Py_INCREF(a);
-                Py_INCREF(b);
-                cmp = PyObject_RichCompareBool(a, b, Py_LT);
-                Py_DECREF(a);
-                Py_DECREF(b);
-                if (cmp < 0)
-                    return -1;
-                arr = heap->ob_item;
-                if (endpos != PyList_GET_SIZE(heap)) {
-                    PyErr_SetString(PyExc_RuntimeError, "list changed size during iteration");
-                    return -1;
-                }
-            }
+            int cmp = less_in(heap, endpos, heap->ob_item[childpos], heap->ob_item[childpos + 1]);
+            if (cmp < 0)
+                return -1;
             childpos += ((unsigned)cmp ^ 1);  /* the right child when the left is not less */
         }
-        PyObject *child = arr[childpos];
+        PyObject **arr = heap->ob_item, *child = arr[childpos];
         arr[childpos] = arr[pos];
         arr[pos] = child;
         pos = childpos;
