@@ -3,7 +3,7 @@
  * Why: a `TimeQueue` keeps the times pushed out of order in a heap (the receipt scorer's
  * pending and eviction queues hold three pushes in four there). heapq compares its items
  * through the generic rich comparison, about 110 instructions for two ints; the heap's
- * push and pop were 6% of the scorer's instructions (docs/performance.md, fifty-first round).
+ * push and pop were 7.5% of the scorer's instructions (docs/performance.md, fifty-first round).
  * Here two exact ints are compared as CPython compares them, from their digits, and anything
  * else through the rich comparison, as heapq does.
  *

@@ -15,7 +15,7 @@ from . import native
 
 # A `TimeQueue`'s heap of times pushed and popped by the compiled core's hand-written C
 # (streaming/_heap.c), heapq's algorithm comparing two ints in C: heapq's generic comparison
-# made its push and pop 6% of the receipt scorer's instructions (docs/performance.md,
+# made its push and pop 7.5% of the receipt scorer's instructions (docs/performance.md,
 # fifty-first round). heapq itself where the compiled set is not in use. Decided once, when the
 # package's build is (streaming.native.select runs before this import).
 _HEAPPUSH: Final[Callable[[list[Any], Any], None]] = (
