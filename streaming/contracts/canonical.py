@@ -97,9 +97,9 @@ class DecodePlan:
                  event_time_field: str, arrival_time_field: str,
                  fields: tuple[str, ...], roles: bytes, order: tuple[int, ...]) -> None:
         self.topic = topic
-        self.decoder = decoder  # the contract's msgspec JSON decoder
-        # Its `decode`, bound once: compiled, `decoder.decode(line)` looked the method up by
-        # name on every line (callgrind, fifty-first round).
+        # The contract's msgspec JSON decoder's `decode`, bound once: compiled,
+        # `decoder.decode(line)` looked the method up by name on every line (callgrind,
+        # fifty-first round).
         self.decode = decoder.decode
         self.ids_of = ids_of  # a struct -> its identifiers and labels, as a tuple
         self.time_fields = time_fields  # (name, kept in the payload) of every time field

@@ -230,12 +230,11 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     # The fact carries that text only: its `payload` is decoded from it when something reads
     # it (a repair, a test); the sink stores the text as it is.
     pred = decision_key(receipt_id, predecessor_revision) if predecessor_revision else None
+    key = decision_key(receipt_id, scoring_revision)
     stored = business[:-1] + _watermark_tail(watermark_us)
     if hash_now:
-        return Fact(decision_key(receipt_id, scoring_revision), KIND, receipt_id, status, None,
-                    digest(business), pred, stored)
-    return Fact(decision_key(receipt_id, scoring_revision), KIND, receipt_id, status, None,
-                HASH_LATER, pred, stored, business)
+        return Fact(key, KIND, receipt_id, status, None, digest(business), pred, stored)
+    return Fact(key, KIND, receipt_id, status, None, HASH_LATER, pred, stored, business)
 
 
 # The watermark tails rendered lately (a bounded store: a Final static when compiled, where a
