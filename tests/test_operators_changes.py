@@ -10,6 +10,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from riskstream_tools.workloads.ledger_seed import at, payment, version
 from streaming.models.registry import INITIAL_ARTIFACT, Model
@@ -125,6 +127,107 @@ def test_grouped_rows_name_changed_members_and_opened_or_dropped_groups_whole():
     part.group_changed("w1")
     apply_changes(snap, {}, {"grouped": {"g": part.changes()}})
     assert snap["g"]["w1"] == {"p9": [9]}
+
+
+def test_grouped_rows_track_a_group_that_only_took_new_members_by_its_index():
+    groups = {"w1": {"p1": [1], "p2": [2]}}
+    part = GroupedRows(groups, lambda g: g, {})
+    groups["w1"]["p3"] = [3]
+    part.member_added("w1", "p3", 2)
+    groups["w1"]["p4"] = [4]
+    part.member_added("w1", "p4", 3)
+    assert part.changed == {"w1": 2}  # nothing stored per member
+    groups["w1"]["p3"] = [33]  # set in place: still the tail, with its value now
+    part.member_changed("w1", "p3")
+    assert part.changed == {"w1": {"p3": None, "p4": None}}
+    part.member_changed("w1", "p1")  # before its deletion
+    del groups["w1"]["p1"]
+    groups["w1"]["p5"] = [5]
+    part.member_added("w1", "p5", 3)
+    assert part.changes() == {"w1": [False, {"p3": [33], "p4": [4], "p1": None, "p5": [5]}]}
+    part.mark()
+    groups["w1"]["p6"] = [6]
+    part.member_added("w1", "p6", 4)
+    assert part.changes() == {"w1": [False, {"p6": [6]}]}
+
+
+# One step on a map of three groups: (what, group, member). Members are named from a small
+# set, so the same one is added, set, deleted and added again.
+_GROUP_STEPS = st.lists(st.tuples(
+    st.sampled_from(["add", "set", "delete", "open", "drop", "mark"]),
+    st.sampled_from(["w1", "w2", "w3"]), st.sampled_from([f"p{i}" for i in range(6)])),
+    max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=_GROUP_STEPS)
+def test_grouped_rows_changes_equal_naming_every_changed_member_in_first_change_order(steps):
+    """Tracked by index where a group only took new members, the changes are exactly those of
+    naming each member when it changed (the layout before the fifty-second round): the same
+    groups, members, values and order. Applied to the state at the mark, they give the map."""
+    groups: dict[str, dict[str, list[int]]] = {"w1": {"p0": [0]}, "w2": {}}
+    part = GroupedRows(groups, lambda g: g, {})
+    named: dict[str, dict[str, None] | None] = {}  # the reference: every change by name
+    at_mark = as_stored(groups)
+
+    def name(group: str, member: str) -> None:
+        names = named.setdefault(group, {})
+        if names is not None:
+            names[member] = None
+
+    for n, (what, group, member) in enumerate(steps):
+        members = groups.get(group)
+        if what == "mark":
+            assert part.changes() == _named_changes(groups, named)
+            assert list(part.changes()) == list(_named_changes(groups, named))
+            snap = {"g": at_mark}
+            apply_changes(snap, {}, as_stored({"grouped": {"g": part.changes()}}))
+            assert snap["g"] == as_stored(groups)
+            part.mark()
+            named.clear()
+            at_mark = as_stored(groups)
+        elif what == "open" and members is None:
+            groups[group] = {}
+            part.group_changed(group)
+            named[group] = None
+        elif what == "drop" and members is not None:
+            del groups[group]
+            part.group_changed(group)
+            named[group] = None
+        elif members is None or what in ("open", "drop"):
+            continue
+        elif what == "add" and member not in members:
+            at = len(members)
+            members[member] = [n]
+            part.member_added(group, member, at)
+            name(group, member)
+        elif what == "set" and member in members:
+            members[member] = [n]
+            part.member_changed(group, member)
+            name(group, member)
+        elif what == "delete" and member in members:
+            part.member_changed(group, member)
+            del members[member]
+            name(group, member)
+    got, want = part.changes(), _named_changes(groups, named)
+    assert got == want
+    assert [(k, None if v is None else [v[0], list(v[1].items())]) for k, v in got.items()] == \
+        [(k, None if v is None else [v[0], list(v[1].items())]) for k, v in want.items()]
+
+
+def _named_changes(groups: dict[str, dict[str, Any]],
+                   named: dict[str, dict[str, None] | None]) -> dict[str, Any]:
+    """The changes as naming every changed member gives them."""
+    out: dict[str, Any] = {}
+    for k, names in named.items():
+        group = groups.get(k)
+        if group is None:
+            out[k] = None
+        elif names is None:
+            out[k] = [True, group]
+        else:
+            out[k] = [False, {m: group.get(m) for m in names}]
+    return out
 
 
 def test_apply_changes_refuses_members_of_a_group_the_state_does_not_hold():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Final
 
 
@@ -86,26 +87,57 @@ _UNSEEN: Final[Any] = object()
 class GroupedRows:
     """A map of groups, each holding a map of members (a ledger window's payments), written
     as the members changed rather than as every group changed whole. `members` gives a
-    group's member map. The owner records, per group key in `changed`, each member it sets
-    or deletes (`member_changed`), or that the group was created or dropped (`group_changed`),
-    after which the group is written whole, or as None once it is gone.
+    group's member map. The owner records, per group key in `changed`, each member it adds at
+    the group's end (`member_added`), each member it sets in place or deletes
+    (`member_changed`), and that the group was created or dropped (`group_changed`), after
+    which the group is written whole, or as None once it is gone.
+
+    What `changed` holds for a group: None, written whole; an int, the index (in the group's
+    order) from which its members are the ones added since the mark, no other member having
+    changed; or the names of the members changed, as an ordered set (a dict of None). A
+    window that has only taken new payments since the mark, the common case by far, is the
+    int: nothing is stored per payment, and its delta is the tail of its map. Naming every
+    payment cost a store into a map per window per payment, and reading each one back at the
+    checkpoint: about 8% of a 1,000,000-payment ledger's worker time, sampled
+    (docs/performance.md, fifty-second round).
 
     A changed group is `[whole, members]` in a delta: `whole` true when `members` is the
     group's every member (the group starts over from them), false when it holds only the
-    members set since the mark, with None for a member deleted."""
+    members set since the mark, in the order they were first changed, with None for a member
+    deleted."""
 
     groups: dict[str, Any]
     members: Callable[[Any], dict[str, Any]]
-    changed: dict[str, dict[str, None] | None]
+    changed: dict[str, dict[str, None] | int | None]
 
-    def member_changed(self, group: str, member: str) -> None:
+    def member_added(self, group: str, member: str, at: int) -> None:
+        """`member` was added at the group's end, at index `at` (the group's member count
+        before it)."""
         changed = self.changed
         names = changed.get(group, _UNSEEN)
         if names is _UNSEEN:
-            # Not `setdefault(group, {})`: that makes an empty map on every call, and this runs
-            # for every payment a ledger window takes.
+            changed[group] = at
+        elif names is not None and not isinstance(names, int):
+            # Named: one more name. Tracked from an index, or whole: already in what is
+            # written.
+            names[member] = None
+
+    def member_changed(self, group: str, member: str) -> None:
+        """`member` of the group is set in place, or is about to be deleted: called before a
+        deletion, while the members added since the mark still stand where the group's index
+        says (it is turned into their names then)."""
+        changed = self.changed
+        names = changed.get(group, _UNSEEN)
+        if names is _UNSEEN:
+            # Not `setdefault(group, {})`: that makes an empty map on every call.
             changed[group] = {member: None}
-        elif names is not None:  # None: the group is written whole
+        elif names is None:  # the group is written whole
+            return
+        elif isinstance(names, int):
+            named = dict.fromkeys(islice(self.members(self.groups[group]), names, None))
+            named[member] = None
+            changed[group] = named
+        else:
             names[member] = None
 
     def group_changed(self, group: str) -> None:
@@ -120,8 +152,12 @@ class GroupedRows:
                 out[k] = None
                 continue
             members = self.members(group)
-            out[k] = ([True, members] if names is None
-                      else [False, {m: members.get(m) for m in names}])
+            if names is None:
+                out[k] = [True, members]
+            elif isinstance(names, int):
+                out[k] = [False, dict(islice(members.items(), names, None))]
+            else:
+                out[k] = [False, {m: members.get(m) for m in names}]
         return out
 
     def full(self) -> dict[str, Any]:

@@ -175,11 +175,15 @@ class Window:
         # releases them without a pass over payments long out of the caches.
         self.size = 0
 
-    def add(self, pid: str, entry: list[Any], version: list[Any] | None) -> None:
+    def add(self, pid: str, entry: list[Any], version: list[Any] | None) -> int:
         """Add a payment [revision, merchant, amount, event_us, source bytes] under its
-        effective version. Out of the cyclic collector's sight: a window keeps its payments
-        until it is final (streaming.collector)."""
-        self.payments[pid] = entry
+        effective version; the payment is not in the window. Returns its index in the
+        window's order, at the end (what a delta of the window's payments reads,
+        `GroupedRows.member_added`). Out of the cyclic collector's sight: a window keeps its
+        payments until it is final (streaming.collector)."""
+        payments = self.payments
+        at = len(payments)
+        payments[pid] = entry
         untrack = UNTRACK_FLAT
         if untrack is not None:
             untrack(entry)
@@ -190,6 +194,7 @@ class Window:
         self.total += amount
         self.size += size
         self._classify(pid, version)
+        return at
 
     def remove(self, pid: str) -> list[Any]:
         entry = self.payments.pop(pid)
@@ -463,9 +468,9 @@ class LedgerOperator:
         out.disposition(rec, ACCEPTED)
         if w is None:
             w = self._window(account, hour, key)
-        w.add(rec.id, [rec.revision, merchant, amount, event_us, rec.size],
-              self.cats.effective(merchant, t))
-        self._payments.member_changed(key, rec.id)
+        at = w.add(rec.id, [rec.revision, merchant, amount, event_us, rec.size],
+                   self.cats.effective(merchant, t))
+        self._payments.member_added(key, rec.id, at)
         self.held.hold(rec.size)
         self._changed(w, out)
 
@@ -517,16 +522,17 @@ class LedgerOperator:
         self._counters["corrections_live"] += 1
         out.disposition(rec, ACCEPTED)
         old_w = self.windows[window_logical_key(*old_key)]
+        self._payments.member_changed(old_w.key, rec.id)  # before the removal: see there
         self.held.release(old_w.remove(rec.id)[P_SIZE])
-        self._payments.member_changed(old_w.key, rec.id)
         if merchant != known[I_MERCHANT]:
             self.by_merchant.setdefault(merchant, []).append(rec.id)
         self.ids.remember(rec.id, [rec.revision, rec.payload_hash, account, hour, merchant,
                                    rec.event_us, LIVE])
         new_w = self._window(account, hour)
-        new_w.add(rec.id, [rec.revision, merchant, rec.payload["amount_cents"], rec.event_us,
-                           rec.size], self.cats.effective(merchant, rec.event_us))
-        self._payments.member_changed(new_w.key, rec.id)
+        at = new_w.add(rec.id, [rec.revision, merchant, rec.payload["amount_cents"],
+                                rec.event_us, rec.size],
+                       self.cats.effective(merchant, rec.event_us))
+        self._payments.member_added(new_w.key, rec.id, at)
         self.held.hold(rec.size)
         self._changed(old_w, out)
         if new_w is not old_w:
