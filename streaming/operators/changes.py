@@ -155,7 +155,12 @@ class GroupedRows:
             if names is None:
                 out[k] = [True, members]
             elif isinstance(names, int):
-                out[k] = [False, dict(islice(members.items(), names, None))]
+                # Read back from the end: only the members added are walked (from the index
+                # on, every member before it was walked too, and cost the delta as much as
+                # naming each member had; sampled).
+                added = list(islice(reversed(members.items()), len(members) - names))
+                added.reverse()
+                out[k] = [False, dict(added)]
             else:
                 out[k] = [False, {m: members.get(m) for m in names}]
         return out
