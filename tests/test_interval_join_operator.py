@@ -208,6 +208,27 @@ def test_snapshot_restore_round_trip_continues_identically():
     assert op3.state_metrics()["pairs_published"] == 4
 
 
+def test_eviction_counts_continue_through_a_restore_and_reach_the_metrics():
+    """The evicted payments and signals are counted as machine ints beside the counters map:
+    a snapshot holds them, a restore goes on from them, and the metrics read them."""
+    import orjson
+    first = [pay("a", M, 0), sig("s1", M, -10), pay("b", M, 3), sig("s2", M, 4),
+             ("wm", "risk_signals", 20), ("wm", "payments", 60)]
+    later = [pay("c", M, 70), sig("s3", M, 68), ("wm", "risk_signals", 90),
+             ("wm", "payments", 140)]
+    op = IntervalJoin()
+    feed(op, first)
+    assert (op.counters["evicted_payments"], op.counters["evicted_signals"]) == (2, 2)
+    again = IntervalJoin()
+    again.restore(orjson.loads(orjson.dumps(op.snapshot())))
+    feed(again, later)
+    feed(op, later)
+    assert (again.counters["evicted_payments"], again.counters["evicted_signals"]) == (3, 3)
+    assert again.counters == op.counters
+    metrics = again.state_metrics()
+    assert (metrics["evicted_payments"], metrics["evicted_signals"]) == (3, 3)
+
+
 def test_old_identities_are_pruned_below_the_watermark_and_redelivery_is_queued_not_dropped():
     op = IntervalJoin(identity_retention_us=60 * 60_000_000)
     out = feed(op, [pay("old", M, 0), sig("s", M, 1), ("wm", "risk_signals", 30),

@@ -332,11 +332,14 @@ class IntervalJoin:
         self.covered: dict[str, list[tuple[int, int]]] = {}
         self.seq = 0
         self._ttl_heap: list[tuple[int, int, str, str]] = []
-        # The counters by name (`counters`). The one counted per pair is a machine int beside
-        # the map, written into it when the map is read (as the ledger's per-payment count):
-        # counted in the map it was a lookup, a generic addition and a store, about 490
-        # instructions a pair (callgrind, docs/performance.md, fifty-first round).
+        # The counters by name (`counters`). Those counted per pair and per eviction step are
+        # machine ints beside the map, written into it when the map is read (as the ledger's
+        # per-payment count): counted in the map each was a lookup, a generic addition and a
+        # store, about 490 instructions a pair (callgrind, docs/performance.md, fifty-first
+        # round), about 550 an eviction step (fifty-second).
         self._pairs_published = 0
+        self._evicted_payments = 0
+        self._evicted_signals = 0
         self._counters = {"late_joined": 0, "late_queued": 0, "corrections_live": 0,
                           "corrections_queued": 0, "evicted_payments": 0, "evicted_signals": 0,
                           "ttl_evictions": 0, "pairs_published": 0, "pairs_retired": 0}
@@ -353,6 +356,8 @@ class IntervalJoin:
         """The counters by name, as the metrics and the checkpoint read them."""
         counters = self._counters
         counters["pairs_published"] = self._pairs_published
+        counters["evicted_payments"] = self._evicted_payments
+        counters["evicted_signals"] = self._evicted_signals
         return counters
 
     # ------------------------------------------------------------------ views by input
@@ -695,11 +700,11 @@ class IntervalJoin:
         last = gone[-1].t
         side.evicted_max[key] = last if last > prev else prev
         if side.is_payment:
-            self._counters["evicted_payments"] += len(gone)
+            self._evicted_payments += len(gone)
             for e in gone:
                 self._outcome(e, "final", out)
         else:
-            self._counters["evicted_signals"] += len(gone)
+            self._evicted_signals += len(gone)
 
     def _maybe_drop_key(self, key: str) -> None:
         # A key with both sides empty gives up its entry to bound memory; its maxima fold into
@@ -872,6 +877,8 @@ class IntervalJoin:
         self.identity_retention = snap["identity_retention"]
         self._counters = dict(snap["counters"])
         self._pairs_published = self._counters["pairs_published"]
+        self._evicted_payments = self._counters["evicted_payments"]
+        self._evicted_signals = self._counters["evicted_signals"]
         peak = snap["peak"]
         self._peak_records, self._peak_bytes = peak["records"], peak["bytes"]
         self._hot_key, self._hot_key_records = peak["hot_key"], peak["hot_key_records"]
