@@ -139,8 +139,10 @@ def test_snapshot_restore_continues_exactly():
     assert (whole.counters["accepted"], whole.counters["duplicates"],
             whole.counters["scored"]) == (60, 1, 60)
     assert snap["counters"]["accepted"] == 30
+    # Evicted before the snapshot and after the restore, every entry by the end.
+    assert 0 < snap["counters"]["evicted"] < 30 and whole.counters["evicted"] == 60
     metrics = second.state_metrics()
-    assert (metrics["accepted"], metrics["scored"]) == (60, 60)
+    assert (metrics["accepted"], metrics["scored"], metrics["evicted"]) == (60, 60, 60)
 
 
 def test_live_decisions_are_hashed_with_their_batch_over_their_documents_without_the_watermark():

@@ -47,10 +47,15 @@ def rounded_probability(p: float, decimals: int) -> float:
     return round(p, decimals)
 
 
+# Bound once: compiled, `math.log1p` was an attribute lookup on the module at every call,
+# about 140 instructions, two per decision (callgrind, docs/performance.md, fifty-second round).
+_LOG1P: Final = math.log1p
+
+
 def transformed(transform: str, x: int) -> float:
     """A feature's value after its preprocessing transform (one of TRANSFORMS)."""
     if transform == LOG1P_DOLLARS:
-        return math.log1p(max(x, 0) / 100.0)
+        return _LOG1P(max(x, 0) / 100.0)
     if transform == IDENTITY:
         return float(x)
     raise ValueError(f"unknown transform {transform!r}")

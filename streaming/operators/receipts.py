@@ -158,7 +158,12 @@ def _encoded(e: list[Any]) -> None:
                      model if model is not None else "null", e[STATE], e[SIZE]))
     if text is None:
         text = orjson.dumps(e[:ENCODED]).decode()
-    e[ENCODED] = orjson.Fragment(text)
+    e[ENCODED] = _FRAGMENT(text)
+
+
+# Bound once: compiled, `orjson.Fragment` was an attribute lookup on the module for every entry
+# encoded (callgrind, fifty-second round).
+_FRAGMENT: Final = orjson.Fragment
 
 
 # A decision's document as a template for `_texts.json_fill`: its members in key order, each
@@ -318,6 +323,7 @@ class ReceiptScorer:
         # 490 instructions (callgrind, docs/performance.md, fifty-first round).
         self._accepted = 0
         self._scored = 0
+        self._evicted = 0  # counted per watermark step's eviction, as the two above
         self._counters = {"accepted": 0, "duplicates": 0, "conflicts": 0, "scored": 0,
                           "late_within_tolerance": 0, "beyond_allowed_delay": 0,
                           "rescored_live": 0, "evicted": 0}
@@ -329,6 +335,7 @@ class ReceiptScorer:
         counters = self._counters
         counters["accepted"] = self._accepted
         counters["scored"] = self._scored
+        counters["evicted"] = self._evicted
         return counters
 
     # ------------------------------------------------------------------ pinning
@@ -366,6 +373,9 @@ class ReceiptScorer:
         # Typed Any, so compiled code keeps the record's int object: the entry, the identity
         # row and the queues then share it (an unboxed time is boxed anew at each store).
         t: Any = rec.event_us
+        # And as a machine int for the comparisons below: on the object, each was the
+        # interpreter's generic comparison (callgrind, fifty-second round).
+        t_us: int = t
         # Remembered for the dedup horizon whatever becomes of the receipt.
         self.ids.remember(rec.id, [rec.revision, rec.payload_hash, t])
         self.ids.may_forget(rec.id, t)
@@ -381,7 +391,7 @@ class ReceiptScorer:
                  "uploaded_at": us_to_iso(rec.arrival_us)}))
             out.disposition(rec, ROUTED)
             return
-        if t < self.wm - self.tolerance:
+        if t_us < self.wm - self.tolerance:
             self._counters["beyond_allowed_delay"] += 1
             out.queue.append(QueueEntry(
                 rec.topic, rec.partition, rec.offset, rec.id, rec.revision, rec.key, t,
@@ -390,14 +400,14 @@ class ReceiptScorer:
                  "uploaded_at": us_to_iso(rec.arrival_us),
                  "below_watermark_us": self.wm - t, "tolerance_us": self.tolerance}))
             out.disposition(rec, ROUTED)
-            if t >= self.wm - RETENTION_US:
-                self._insert(rec, HISTORY)
+            if t_us >= self.wm - RETENTION_US:
+                self._insert(rec, HISTORY, t)
             return
         out.disposition(rec, ACCEPTED)
         self._accepted += 1
-        e = self._insert(rec, PENDING)
-        if t <= self.wm:
-            if t < self.wm:
+        e = self._insert(rec, PENDING, t)
+        if t_us <= self.wm:
+            if t_us < self.wm:
                 self._counters["late_within_tolerance"] += 1
                 self._score(e, rec.key, out)
                 self._rescore_after(rec.key, t, rec.id, out)
@@ -407,8 +417,11 @@ class ReceiptScorer:
             self.pending.push(t, rec.id)
         self._track_peak()
 
-    def _insert(self, rec: Record, state: int) -> list[Any]:
-        t: Any = rec.event_us  # the record's own int object (see on_record)
+    def _insert(self, rec: Record, state: int, t: Any) -> list[Any]:
+        """`t`: the receipt's occurrence time, the one int object `on_record` made of it (the
+        entry, the lists and the queues share it; read from the record here, it was boxed
+        anew)."""
+        t_us: int = t  # compared as a machine int (see on_record)
         rid, amount = rec.id, rec.payload["amount_cents"]
         # The entry and the lists hold the payload's int object (`amount`); the sums and the
         # magnitude are taken on it as a machine int (`cents`): on the object, each was the
@@ -425,7 +438,8 @@ class ReceiptScorer:
         lst = self.by_merchant.setdefault(rec.key, [])
         times = self._times.setdefault(rec.key, [])
         dead = self._dead.get(rec.key, 0)
-        if not times or times[-1] < t:  # in occurrence order, the common case: no search
+        last: int = times[-1] if times else 0
+        if not times or last < t_us:  # in occurrence order, the common case: no search
             i = len(times)
         else:
             # After every entry <= (t, id): equal times are rare, so they are walked. A receipt
@@ -590,7 +604,7 @@ class ReceiptScorer:
                 for e in lst[dead:k]:
                     del entries[e[ID]], merchant_of[e[ID]]
                     held.release(e[SIZE])
-                self._counters["evicted"] += k - dead
+                self._evicted += k - dead
                 if k == len(lst):
                     del self.by_merchant[merchant], self._times[merchant]
                     del self._amounts[merchant], self._cum[merchant], self._max_abs[merchant]
@@ -699,6 +713,7 @@ class ReceiptScorer:
         self._counters = dict(snap["counters"])
         self._accepted = self._counters["accepted"]
         self._scored = self._counters["scored"]
+        self._evicted = self._counters["evicted"]
         self.peak = dict(snap["peak"])
 
     def _track_peak(self) -> None:
