@@ -438,8 +438,7 @@ class ReceiptScorer:
         lst = self.by_merchant.setdefault(rec.key, [])
         times = self._times.setdefault(rec.key, [])
         dead = self._dead.get(rec.key, 0)
-        last: int = times[-1] if times else 0
-        if not times or last < t_us:  # in occurrence order, the common case: no search
+        if not times or times[-1] < t_us:  # in occurrence order, the common case: no search
             i = len(times)
         else:
             # After every entry <= (t, id): equal times are rare, so they are walked. A receipt
