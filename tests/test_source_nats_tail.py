@@ -196,6 +196,57 @@ def test_a_consumer_deleted_under_the_tail_is_made_again_from_where_it_was(strea
     assert len(_consumer_names(stream.url, stream.name)) == 2
 
 
+def test_a_request_the_server_drops_without_a_word_is_asked_again_at_its_expiry(
+        stream, monkeypatch):
+    # A server with a message to deliver as a request expires drops the request without its
+    # status (NATS 2.9's `nextWaiting`). Here A's first request never reaches the server: the
+    # same for the tail, which hears B's statuses all along, so only the request's own expiry
+    # can tell it that A has none open.
+    from streaming.sources import nats_wire
+    real = nats_wire.WireConnection.pull
+    dropped: list[str] = []
+
+    def pull(self, stream_name, consumer, reply, batch, expires_s):
+        if ".t.0." in reply and not dropped:
+            dropped.append(reply)
+            return
+        real(self, stream_name, consumer, reply, batch, expires_s)
+
+    monkeypatch.setattr(nats_wire.WireConnection, "pull", pull)
+    tail, got = stream.follow({A: 1, B: 1}, timeout_s=0.5)
+    got.wait_for(10)
+    assert dropped and dropped[0].endswith(".t.0.1")
+    assert got.data(A) == [b'{"k":%d}' % k for k in range(0, 10, 2)]
+    assert got.data(B) == [b'{"k":%d}' % k for k in range(1, 10, 2)]
+    stream.publish([("t.p0", b"live")])
+    got.wait_for(11)
+    assert got.data(A)[-1] == b"live"
+    assert tail.health.outages == 0 and tail.health.connected
+
+
+def test_only_the_open_requests_status_asks_for_the_next(stream):
+    tail, got = stream.follow({A: stream.seqs[A][-1] + 1, B: stream.seqs[B][-1] + 1},
+                              timeout_s=30.0)
+    time.sleep(0.2)
+    conn = tail._conn
+    a = tail._followed[0]
+    # The test speaks for the server while the tail's thread waits on the idle connection (its
+    # requests expire in 30 s).
+    serial, ends_at = a.serial, a.ends_at
+    # The status of a request already taken as ended (filled by the count, or past its expiry):
+    # nothing is asked.
+    tail._ended(conn, f"{conn.tail_replies}0.{serial - 1}".encode(), (408, "Request Timeout"))
+    assert (a.serial, a.ends_at) == (serial, ends_at)
+    # The open request's: the next is asked.
+    tail._ended(conn, f"{conn.tail_replies}0.{serial}".encode(), (408, "Request Timeout"))
+    assert a.serial == serial + 1 and a.ends_at > ends_at
+    with pytest.raises(SourceError, match="which no request of this tail was sent to"):
+        tail._ended(conn, f"{conn.tail_replies}7.1".encode(), (408, "Request Timeout"))
+    stream.publish([("t.p0", b"live")])
+    got.wait_for(1)
+    assert got.data(A) == [b"live"]
+
+
 def test_an_unexpected_error_in_the_tail_is_an_outage_it_recovers_from(stream, monkeypatch):
     # The tail's thread must never end quietly: an error it does not know (here a delivery it
     # cannot read, once) is reported as the broker down and cured by a new connection that

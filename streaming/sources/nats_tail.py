@@ -6,16 +6,22 @@ worker's own: a third of a following worker's busy samples, in the thread that c
 the worker's for the interpreter (docs/performance.md, forty-sixth round).
 
 One connection and one thread. Per owned subject: an ephemeral pull consumer from the stream
-sequence after the last message the source holds, with `PULL_DEPTH` pull requests open at a
-time, each expiring after the location's timeout and asked again. A request's messages come
-as they are published, so a live message waits for nothing; a request that expires says so
-(status 408), so an idle connection still hears from the server at least once a timeout, and
-nothing heard for longer (the timeout and a grace) means the connection is gone.
+sequence after the last message the source holds, and one pull request open at a time, each
+expiring after the location's timeout and asked again. A request's messages come as they are
+published, so a live message waits for nothing; a request that expires says so (status 408),
+so an idle connection still hears from the server at least once a timeout, and nothing heard
+for longer (the timeout and a grace) means the connection is gone.
 
-Deliveries name their message's own subject (which subject, so which partition, they are);
-each request's status comes back on its subject's own reply subject (`<inbox>.t.<k>`). A
-subject's requests are filled and expire in the order they were made, so each delivery and each
-status belongs to its subject's oldest open request (`nats_wire.OpenRequests`).
+Deliveries name their message's own subject (which subject, so which partition, they are).
+Each request is named by its reply subject (`<inbox>.t.<k>.<serial>`), so its status names it
+too. One request at a time, because the server hands a consumer's waiting requests one message
+each in turn: with two open, no count could say which of them a delivery filled. And a request
+is taken as ended at its expiry (and a short grace), whether or not its status comes: a server
+that has a message to deliver as a request expires drops the request without a word (NATS
+2.9's `nextWaiting`). Asked again only on a status, that subject's tail stopped for good while
+the other subjects' statuses kept the connection alive (docs/performance.md, fifty-third
+round). A status for a request already taken as ended, by its count or its expiry, changes
+nothing.
 
 A lost connection, a refusal or an unexpected status ends the connection: the tail reports the
 broker down (`BrokerHealth`), and tries again every `RECONNECT_WAIT_S` with a new connection
@@ -32,11 +38,15 @@ from dataclasses import dataclass
 from typing import Final
 
 from .filelog import TP, SourceError
-from .nats_wire import (PULL_BATCH, PULL_DEPTH, REQUEST_ENDED, TAIL_SID, OpenRequests,
-                        WireConnection, delivery_of, pull_size, status_of)
+from .nats_wire import (PULL_BATCH, REQUEST_ENDED, STATUS_GRACE_S, TAIL_SID, WireConnection,
+                        delivery_of, pull_size, status_of)
 
 RECONNECT_WAIT_S: Final = 0.25
 _IDLE_HEARTBEAT: Final = 100
+# How long after its expiry a request whose status has not come is taken as ended. Taken too
+# early, the server still holds it for a moment: its deliveries count against the next request,
+# which is then asked again sooner, never later.
+EXPIRY_GRACE_S: Final = 0.05
 
 # (partition, stream sequence, messages the server holds beyond it, JetStream timestamp in
 # ns, payload): one delivery, handed over in the tail's thread.
@@ -77,9 +87,10 @@ class BrokerHealth:
 
 
 class _Followed:
-    """One followed subject: its consumer on the current connection and its open requests."""
+    """One followed subject: its consumer on the current connection and its open request."""
 
-    __slots__ = ("tp", "subject", "k", "next_seq", "consumer", "open", "largest")
+    __slots__ = ("tp", "subject", "k", "next_seq", "consumer", "serial", "room", "ends_at",
+                 "largest")
 
     def __init__(self, tp: TP, subject: str, k: int, next_seq: int) -> None:
         self.tp = tp
@@ -87,7 +98,9 @@ class _Followed:
         self.k = k
         self.next_seq = next_seq  # the stream sequence after the last one delivered
         self.consumer = ""
-        self.open = OpenRequests()
+        self.serial = 0  # the open request's name (its reply subject's last token)
+        self.room = 0  # messages the open request may still bring
+        self.ends_at = 0.0  # when the open request is taken as ended (monotonic)
         self.largest = 0
 
 
@@ -112,6 +125,7 @@ class LiveTail:
         self._lock = threading.Lock()  # the connection, as `close` may end it from outside
         self._conn: WireConnection | None = None
         self._thread: threading.Thread | None = None
+        self._heard = 0.0  # when the connection last brought anything (monotonic)
         self._connect()
 
     # -- the thread ---------------------------------------------------------------------------
@@ -160,10 +174,8 @@ class LiveTail:
         try:
             for f in self._followed:
                 f.consumer = conn.create_consumer(self.stream, f.subject, f.next_seq)
-                f.open.clear()
             for f in self._followed:
-                for _ in range(PULL_DEPTH):
-                    self._ask(conn, f)
+                self._ask(conn, f)
         except BaseException:
             conn.close()
             raise
@@ -172,6 +184,7 @@ class LiveTail:
                 conn.close()
                 return False
             self._conn = conn
+        self._heard = time.monotonic()
         return True
 
     def _drop(self) -> None:
@@ -181,18 +194,35 @@ class LiveTail:
                 self._conn = None
 
     def _ask(self, conn: WireConnection, f: _Followed) -> None:
+        """Ask for the subject's next request: the one before has ended (filled, its status
+        come, or past its expiry)."""
         n = pull_size(PULL_BATCH, f.largest or conn.max_payload)
-        conn.pull(self.stream, f.consumer, f"{conn.tail_replies}{f.k}", n, self.timeout_s)
-        f.open.asked(n)
+        f.serial += 1
+        conn.pull(self.stream, f.consumer, f"{conn.tail_replies}{f.k}.{f.serial}", n,
+                  self.timeout_s)
+        f.room = n
+        f.ends_at = time.monotonic() + self.timeout_s + EXPIRY_GRACE_S
 
     def _pump(self) -> None:
         """One read of the connection, and what it brought: deliveries handed on, ended
-        requests asked again. A status other than an ended request is a SourceError."""
+        requests asked again (those past their expiry too). A status other than an ended
+        request is a SourceError, and so is nothing heard for the timeout and its grace."""
         conn = self._conn
         if conn is None:
             return
-        conn.receive("following the stream: nothing from the server, not even the expiry of "
-                     "a pull request")
+        now = time.monotonic()
+        for followed in self._followed:
+            if now >= followed.ends_at:
+                self._ask(conn, followed)  # its status did not come: the server dropped it
+        silent_until = self._heard + self.timeout_s + STATUS_GRACE_S
+        wake = min([followed.ends_at for followed in self._followed], default=silent_until)
+        if not conn.receive(min(wake, silent_until) - now, "following the stream"):
+            if time.monotonic() >= silent_until:
+                raise SourceError(f"NATS at {conn.address}: nothing for "
+                                  f"{self.timeout_s + STATUS_GRACE_S}s following the stream, "
+                                  f"not even the expiry of a pull request")
+            return
+        self._heard = time.monotonic()
         any_delivered = False
         for frame in conn.reader.frames():
             if frame.sid != TAIL_SID:
@@ -202,9 +232,9 @@ class LiveTail:
                 self._ended(conn, frame.subject, status)
                 continue
             f = self._by_subject.get(frame.subject)
-            if f is None or not f.open:
-                raise SourceError(f"a delivery on {frame.subject!r}, which no open request of "
-                                  f"this tail asked for")
+            if f is None:
+                raise SourceError(f"a delivery on {frame.subject!r}, which no request of this "
+                                  f"tail asked for")
             seq, pending, stamp = delivery_of(frame.reply.decode("ascii", "replace"))
             if seq < f.next_seq:
                 raise SourceError(f"{f.subject}: stream sequence {seq} after {f.next_seq - 1}")
@@ -212,8 +242,9 @@ class LiveTail:
             size = len(frame.data)
             if size > f.largest:
                 f.largest = size
-            if f.open.received(1):
-                self._ask(conn, f)
+            f.room -= 1
+            if f.room <= 0:
+                self._ask(conn, f)  # filled
             self._deliver(f.tp, seq, pending, stamp, frame.data)
             any_delivered = True
         if any_delivered:
@@ -223,15 +254,16 @@ class LiveTail:
         code, text = status
         if code == _IDLE_HEARTBEAT:
             return
-        k_text = reply.rsplit(b".", 1)[-1]
-        f = self._followed[int(k_text)] if k_text.isdigit() and int(k_text) < len(
-            self._followed) else None
+        prefix = conn.tail_replies.encode()
+        k_text, _, serial_text = (reply[len(prefix):] if reply.startswith(prefix)
+                                  else b"").partition(b".")
+        f = (self._followed[int(k_text)] if k_text.isdigit() and int(k_text) < len(
+            self._followed) and serial_text.isdigit() else None)
         if f is None:
             raise SourceError(f"status {code} {text} on {reply!r}, which no request of this "
                               f"tail was sent to")
         if code not in REQUEST_ENDED:
             raise SourceError(f"{f.subject}: the server ended a pull request with status "
                               f"{code} {text}")
-        if f.open:
-            f.open.ended()
-        self._ask(conn, f)
+        if int(serial_text) == f.serial:
+            self._ask(conn, f)

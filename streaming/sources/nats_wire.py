@@ -55,7 +55,9 @@ PULL_BYTES = 8 << 20
 _READ = 1 << 20
 _CRLF = b"\r\n"
 # How much longer than a pull request's expiry a read waits for the server's word on it.
-_STATUS_GRACE_S = 1.0
+STATUS_GRACE_S: Final = 1.0
+# A wait of 0 would make the socket non-blocking, a different error path: waits are at least this.
+_SHORTEST_WAIT_S = 0.001
 # The connection's subscription IDs, as the frames carry them: API replies, a snapshot's
 # deliveries, publish acknowledgements, and a live tail's deliveries and the statuses of its
 # pull requests (`nats_tail`).
@@ -268,10 +270,14 @@ def pull_size(wanted: int, largest: int) -> int:
 
 
 class OpenRequests:
-    """The pull requests of one consumer still open, oldest first. The server fills a
-    consumer's waiting requests in the order they were made and expires them in that order, so
-    each delivery and each status belongs to the oldest: the one rule the snapshot's reads and
-    the live tail (`nats_tail`) both count by."""
+    """A snapshot read's open pull requests, oldest first, each delivery and each status counted
+    against the oldest. The server does not fill them in that order (it hands a consumer's
+    waiting requests one message each in turn), so the count per request is not the server's;
+    the count of messages still outstanding is, as long as no request expires, and a snapshot
+    asks only for messages the stream already holds, which come at once. Should one expire, the
+    read stops hearing from the server and its timeout ends it as a stall, never a quiet one.
+    The live tail, whose requests expire all the time, keeps one request open per subject and
+    names each (`nats_tail`)."""
 
     __slots__ = ("_open", "outstanding")
 
@@ -308,10 +314,6 @@ class OpenRequests:
         asked, received = self._open.popleft()
         self.outstanding -= asked - received
         return received
-
-    def clear(self) -> None:
-        self._open.clear()
-        self.outstanding = 0
 
 
 def reading_shares(wanted: list[tuple[str, int]], readers: int) -> list[list[tuple[str, int]]]:
@@ -415,12 +417,13 @@ class WireConnection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         # A pull request expires after the timeout and the server then says so (status 408):
         # reads wait a little longer, so a stall is reported as the server saw it.
-        self.sock.settimeout(timeout_s + _STATUS_GRACE_S)
+        self.sock.settimeout(timeout_s + STATUS_GRACE_S)
         self.reader = WireReader()
         self.inbox = f"_INBOX.rs{os.urandom(8).hex()}"
         self.deliveries = f"{self.inbox}.m"
         self.acknowledgements = f"{self.inbox}.a."  # publish_window's replies: this + k
-        self.tail_replies = f"{self.inbox}.t."  # a tail's pull requests' replies: this + k
+        # A tail's pull requests' replies: this + "<k>.<serial>" (`nats_tail`).
+        self.tail_replies = f"{self.inbox}.t."
         self._requests = 0
         try:
             info = self._info()
@@ -445,7 +448,7 @@ class WireConnection:
                     raise SourceError(f"cannot connect to NATS at {address}: {exc}") from None
             self.max_payload = int(info.get("max_payload") or 1 << 20)
             # API replies, deliveries and publish acknowledgements, each through its own.
-            self._send(b"SUB %s.r.* %s\r\nSUB %s %s\r\nSUB %s* %s\r\nSUB %s* %s\r\n" % (
+            self._send(b"SUB %s.r.* %s\r\nSUB %s %s\r\nSUB %s* %s\r\nSUB %s> %s\r\n" % (
                 self.inbox.encode(), _REPLIES_SID, self.deliveries.encode(), _DELIVERIES_SID,
                 self.acknowledgements.encode(), _ACKS_SID, self.tail_replies.encode(),
                 TAIL_SID))
@@ -490,28 +493,37 @@ class WireConnection:
         except OSError as exc:
             raise SourceError(f"NATS at {self.address}: {exc}") from None
 
-    def _read(self, doing: str) -> None:
-        """Read what the socket has, waiting up to the timeout (first answering the server's
-        PINGs, as `_send` does)."""
+    def _read(self, doing: str, wait_s: float | None = None) -> bool:
+        """Read what the socket has, waiting up to `wait_s` (False if nothing came by then) or,
+        without it, the timeout and its grace (a SourceError if nothing came). First the
+        server's PINGs are answered, as `_send` does."""
         r = self.reader
         if r.pings:
             self._send(b"")
+        if wait_s is not None:
+            self.sock.settimeout(max(wait_s, _SHORTEST_WAIT_S))
         try:
             chunk = self.sock.recv(_READ)
         except TimeoutError:
+            if wait_s is not None:
+                return False
             raise SourceError(f"NATS at {self.address}: nothing for "
-                              f"{self.timeout_s + _STATUS_GRACE_S}s "
+                              f"{self.timeout_s + STATUS_GRACE_S}s "
                               f"{doing}") from None
         except OSError as exc:
             raise SourceError(f"NATS at {self.address}: {exc} {doing}") from None
+        finally:
+            if wait_s is not None:
+                self.sock.settimeout(self.timeout_s + STATUS_GRACE_S)
         if not chunk:
             raise SourceError(f"NATS at {self.address} closed the connection {doing}")
         r.feed(chunk)
+        return True
 
-    def receive(self, doing: str) -> None:
-        """Wait for the server's next bytes (up to the timeout and its grace) and add them to
-        `reader`: a SourceError when nothing comes, or the connection ends."""
-        self._read(doing)
+    def receive(self, wait_s: float, doing: str) -> bool:
+        """Wait up to `wait_s` for the server's next bytes and add them to `reader`: whether
+        any came. A connection that ends is a SourceError."""
+        return self._read(doing, wait_s)
 
     def _publish(self, subject: str, reply: str, body: bytes) -> None:
         self._send(f"PUB {subject} {reply} {len(body)}\r\n".encode() + body + _CRLF)
