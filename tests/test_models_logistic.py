@@ -51,7 +51,8 @@ def test_the_ends_and_what_is_not_a_probability():
 def test_the_scorer_scores_with_it():
     scorer = LogisticScorer([("feature_count_7m", "identity", 0.4, 2.0, 3.0),
                              ("amount_cents", "log1p_dollars", 1.1, 4.0, 2.0)],
-                            intercept=-1.3, decimals=6, decline_at=0.8, review_at=0.5)
+                            intercept=-1.3, decimals=6, decline_at=0.8, review_at=0.5,
+                            revision="m-test")
     for count, cents in ((0, 0), (3, 12_345), (40, 10**9), (7, 99)):
         z = -1.3 + 0.4 * (count - 2.0) / 3.0 + 1.1 * (math.log1p(cents / 100.0) - 4.0) / 2.0
         want = round(1.0 / (1.0 + math.exp(-z)), 6)

@@ -95,6 +95,33 @@ def test_beyond_allowed_delay_is_queued_within_tolerance_is_scored_and_rescores(
     assert op.counters["late_within_tolerance"] == 1 and op.counters["beyond_allowed_delay"] == 1
 
 
+def test_decisions_are_scored_by_the_model_pinned_when_they_are_made():
+    # The scorer keeps the pinned model's scorer beside it: a pin, and a restore, must reach
+    # the next decision.
+    other = Model.from_artifact({**INITIAL_ARTIFACT,
+                                 "intercept": INITIAL_ARTIFACT["intercept"] + 1.5})
+    assert other.revision != MODEL.revision
+    op = ReceiptScorer(MODEL)
+    out = feed(op, [rcpt("a", "m1", 1, cents=500)])
+    op.on_watermark("receipts", wm(1), out)
+    op.pin(other, 2)
+    feed(op, [rcpt("b", "m1", 2, cents=700)], out)
+    op.on_watermark("receipts", wm(2), out)
+    restored = ReceiptScorer(MODEL)
+    restored.restore(orjson.loads(orjson.dumps(op.snapshot())))
+    after = feed(restored, [rcpt("c", "m1", 3, cents=900)])
+    restored.on_watermark("receipts", wm(3), after)
+    got = {**by_key(out), **by_key(after)}
+    assert sorted(got) == ["a|1", "b|1", "c|1"]
+    for rid, model, features in (("a", MODEL, (0, 0, 500)), ("b", other, (1, 500, 700)),
+                                 ("c", other, (2, 1200, 900))):
+        p = got[f"{rid}|1"].payload
+        assert p["model_revision"] == model.revision
+        assert (p["feature_count_7m"], p["feature_amount_7m"], p["amount_cents"]) == features
+        assert (p["score"], p["decision"]) == model.scorer.score_receipt(*features)
+    assert MODEL.scorer.score_receipt(1, 500, 700) != other.scorer.score_receipt(1, 500, 700)
+
+
 def test_payload_hash_ignores_the_watermark_but_not_the_features():
     a, b = ReceiptScorer(MODEL), ReceiptScorer(MODEL)
     oa, ob = feed(a, [rcpt("r", "m1", 1)]), feed(b, [rcpt("r", "m1", 1)])
@@ -169,7 +196,7 @@ def test_live_decisions_are_hashed_with_their_batch_over_their_documents_without
     now = decision_fact(
         receipt_id=p["receipt_id"], merchant_id=p["merchant_id"], store_id=p["store_id"],
         occurred_us=parse_utc_us(p["occurred_at"]), amount_cents=p["amount_cents"],
-        scoring_revision=1, model=MODEL, count=p["feature_count_7m"],
+        scoring_revision=1, scorer=MODEL.scorer, count=p["feature_count_7m"],
         amount_7m=p["feature_amount_7m"], watermark_us=wm(3), status="live", origin="live",
         reason="watermark_passed_occurrence")
     assert now == out.facts[3] and now.payload_hash == out.facts[3].payload_hash

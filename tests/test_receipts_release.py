@@ -34,7 +34,7 @@ def _decision_as(payload: dict, model: Model, rev: int, pred: int | None, status
     return decision_fact(
         receipt_id=payload["receipt_id"], merchant_id=payload["merchant_id"],
         store_id=payload["store_id"], occurred_us=parse_utc_us(payload["occurred_at"]),
-        amount_cents=payload["amount_cents"], scoring_revision=rev, model=model,
+        amount_cents=payload["amount_cents"], scoring_revision=rev, scorer=model.scorer,
         count=payload["feature_count_7m"], amount_7m=payload["feature_amount_7m"],
         watermark_us=parse_utc_us(payload["occurred_at"]), status=status, origin="live",
         reason="second_writer", predecessor_revision=pred)

@@ -64,10 +64,13 @@ def transformed(transform: str, x: int) -> float:
 class LogisticScorer:
     """What `score` reads of an artifact, taken out once per model: per feature (its position
     in FEATURES, transform, weight, center, scale), the intercept, the decimals the score is
-    rounded to and the two decision thresholds."""
+    rounded to and the two decision thresholds; and the model's revision, which every decision
+    it scores names (read here by compiled code, where the interpreted `Model`'s attributes
+    were three lookups by name a decision: docs/performance.md, fifty-third round)."""
 
     def __init__(self, terms: list[tuple[str, str, float, float, float]], intercept: float,
-                 decimals: int, decline_at: float, review_at: float) -> None:
+                 decimals: int, decline_at: float, review_at: float, revision: str) -> None:
+        self.revision = revision
         # By position, not name: the scorer passes its three features as C integers, where a
         # dict of them was built and searched for every decision (docs/performance.md,
         # twenty-seventh round).

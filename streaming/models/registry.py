@@ -105,7 +105,7 @@ class Model:
         pol = a["threshold_policy"]
         object.__setattr__(self, "scorer", LogisticScorer(
             terms, float(a["intercept"]), a.get("score_decimals", 6), float(pol["decline_at"]),
-            float(pol["review_at"])))
+            float(pol["review_at"]), self.revision))
 
     @classmethod
     def from_artifact(cls, artifact: dict, expect_revision: str | None = None) -> Model:

@@ -31,6 +31,7 @@ import orjson
 from ..collector import UNTRACK_FLAT
 from ..contracts import Record
 from ..hashing import digest
+from ..models.logistic import LogisticScorer
 from ..models.registry import Model
 from ..state import Held, TimeQueue
 from ..timeutil import LAST_FINITE, NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
@@ -190,16 +191,17 @@ def decision_key(receipt_id: str, scoring_revision: int) -> str:
 
 
 def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_us: int,
-                  amount_cents: int, scoring_revision: int, model: Model, count: int,
+                  amount_cents: int, scoring_revision: int, scorer: LogisticScorer, count: int,
                   amount_7m: int, watermark_us: int, status: str, origin: str, reason: str,
                   predecessor_revision: int | None = None, hash_now: bool = True) -> Fact:
-    """The one builder of decision facts (live scorer, reconciliation, re-pinning). Without
+    """The one builder of decision facts (live scorer, reconciliation, re-pinning), scored by
+    a pinned model's `scorer`, whose revision the decision names. Without
     `hash_now` the fact leaves its hash for later (`HASH_LATER`, over its `hash_text`), for
     its batch's facts to be hashed together (`hash_facts`)."""
     # What the overflow guard keeps out of state, and orjson refused too.
     if not (fits_int64(amount_cents) and fits_int64(amount_7m)):
         raise ValueError(f"decision for {receipt_id}: an amount leaves the 64-bit range")
-    score, decision = model.scorer.score_receipt(count, amount_7m, amount_cents)
+    score, decision = scorer.score_receipt(count, amount_7m, amount_cents)
     # The canonical document (sorted keys, compact), written member by member in key order
     # rather than built as a dict for orjson to walk: the dict and its encoding were a quarter
     # of a decision's instructions (docs/performance.md, twenty-ninth round). Integers are
@@ -209,7 +211,7 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     # f-string below writes what the C declines (a text past plain ASCII or one JSON escapes)
     # and every document of a pure run. tests/test_receipts_fact_encoding.py checks both
     # against a sorted orjson encoding of the dict, on generated decisions.
-    revision = model.revision
+    revision = scorer.revision
     score_json = json_scalar(score)
     business: str | None = None
     fill = JSON_FILL
@@ -276,6 +278,8 @@ class ReceiptScorer:
                  tolerance_us: int = TOLERANCE_US):
         self.model = model
         self.pin_seq = pin_seq
+        self._scorer: LogisticScorer | None = None  # see `_pinned_scorer`
+        self._scorer_of: Model | None = None
         # Where the host pins a model from when neither the checkpoint nor the store holds one.
         self.model_dir: str | None = None
         self.tolerance = tolerance_us
@@ -345,6 +349,17 @@ class ReceiptScorer:
         if self.model is None:
             raise RuntimeError("the receipt scorer has no pinned model")
         return self.model
+
+    def _pinned_scorer(self) -> LogisticScorer:
+        """The pinned model's scorer, kept beside the model it was read from: `model.scorer` is
+        a lookup by name on the interpreted `Model`, once a decision otherwise. Whatever sets
+        `model` (a pin, a restore), the next decision reads the new model's."""
+        model = self.pinned
+        scorer = self._scorer
+        if scorer is None or model is not self._scorer_of:
+            scorer = self._scorer = model.scorer
+            self._scorer_of = model
+        return scorer
 
     def pin(self, model: Model, pin_seq: int) -> None:
         self.model = model
@@ -533,14 +548,14 @@ class ReceiptScorer:
         return hi - lo, cum[hi] - cum[lo]
 
     def _score(self, e: list[Any], merchant: str, out: Emit) -> None:
-        model = self.pinned
+        scorer = self._pinned_scorer()
         cnt, amt = self._features(merchant, e[T])
-        e[REV], e[CNT], e[AMT], e[MODEL], e[STATE] = 1, cnt, amt, model.revision, SCORED
+        e[REV], e[CNT], e[AMT], e[MODEL], e[STATE] = 1, cnt, amt, scorer.revision, SCORED
         _encoded(e)
         self._scored += 1
         out.fact(decision_fact(
             receipt_id=e[ID], merchant_id=merchant, store_id=e[STORE], occurred_us=e[T],
-            amount_cents=e[AMOUNT], scoring_revision=1, model=model, count=cnt,
+            amount_cents=e[AMOUNT], scoring_revision=1, scorer=scorer, count=cnt,
             amount_7m=amt, watermark_us=self.wm, status="live", origin="live",
             reason="watermark_passed_occurrence", hash_now=False))
         # The decision's hash is left for later: its batch's facts are hashed together when
@@ -550,7 +565,7 @@ class ReceiptScorer:
 
     def _rescore_after(self, merchant: str, t: int, cause: str, out: Emit) -> None:
         """Rescore scored receipts in (t, t + 7 min] whose features the receipt at t changed."""
-        model = self.pinned
+        scorer = self._pinned_scorer()
         times = self._times.get(merchant)
         if times is None:
             return
@@ -562,15 +577,15 @@ class ReceiptScorer:
             if e[STATE] != SCORED:
                 continue
             cnt, amt = self._features(merchant, e[T])
-            if (cnt, amt, model.revision) == (e[CNT], e[AMT], e[MODEL]):
+            if (cnt, amt, scorer.revision) == (e[CNT], e[AMT], e[MODEL]):
                 continue
             prev = e[REV]
-            e[REV], e[CNT], e[AMT], e[MODEL] = prev + 1, cnt, amt, model.revision
+            e[REV], e[CNT], e[AMT], e[MODEL] = prev + 1, cnt, amt, scorer.revision
             _encoded(e)
             self._counters["rescored_live"] += 1
             out.fact(decision_fact(
                 receipt_id=e[ID], merchant_id=merchant, store_id=e[STORE], occurred_us=e[T],
-                amount_cents=e[AMOUNT], scoring_revision=prev + 1, model=model,
+                amount_cents=e[AMOUNT], scoring_revision=prev + 1, scorer=scorer,
                 count=cnt, amount_7m=amt, watermark_us=self.wm, status="rescored",
                 origin="live", reason=f"late_within_tolerance:{cause}",
                 predecessor_revision=prev, hash_now=False))  # with its batch, as `_score`'s

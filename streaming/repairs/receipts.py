@@ -153,8 +153,8 @@ def run_receipt_reconciliation(store: Store, start_us: int | None = None,
             rev = prev["scoring_revision"] + 1 if prev else 1
             f = decision_fact(
                 receipt_id=rid, merchant_id=merchant, store_id=p["store_id"], occurred_us=t,
-                amount_cents=p["amount_cents"], scoring_revision=rev, model=model, count=cnt,
-                amount_7m=amt, watermark_us=wm, status="repaired", origin="repair",
+                amount_cents=p["amount_cents"], scoring_revision=rev, scorer=model.scorer,
+                count=cnt, amount_7m=amt, watermark_us=wm, status="repaired", origin="repair",
                 reason="beyond_allowed_delay",
                 predecessor_revision=rev - 1 if prev else None)
             facts.append(f)
@@ -179,8 +179,8 @@ def run_receipt_reconciliation(store: Store, start_us: int | None = None,
             rev = d["scoring_revision"] + 1
             f = decision_fact(
                 receipt_id=rid, merchant_id=merchant, store_id=d["store_id"], occurred_us=t2,
-                amount_cents=d["amount_cents"], scoring_revision=rev, model=model, count=cnt,
-                amount_7m=amt, watermark_us=wm, status="rescored", origin=d["origin"],
+                amount_cents=d["amount_cents"], scoring_revision=rev, scorer=model.scorer,
+                count=cnt, amount_7m=amt, watermark_us=wm, status="rescored", origin=d["origin"],
                 reason="reconciled_history", predecessor_revision=rev - 1)
             facts.append(f)
             current[rid] = f.payload
@@ -213,7 +213,7 @@ def run_receipt_repin(store: Store, revision: str, model_dir: str | None = None)
         facts.append(decision_fact(
             receipt_id=rid, merchant_id=d["merchant_id"], store_id=d["store_id"],
             occurred_us=parse_utc_us(d["occurred_at"]), amount_cents=d["amount_cents"],
-            scoring_revision=rev, model=model, count=d["feature_count_7m"],
+            scoring_revision=rev, scorer=model.scorer, count=d["feature_count_7m"],
             amount_7m=d["feature_amount_7m"], watermark_us=wm, status="repinned",
             origin=d["origin"], reason=f"explicit_repin:{previous}->{model.revision}",
             predecessor_revision=rev - 1))
