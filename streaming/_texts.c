@@ -774,22 +774,41 @@ done:
  * Why: a receipt decision's document written by an f-string of fifteen members (JSON spellings
  * looked up, integers and instants formatted, the pieces joined) cost about 6,000 of the
  * decision's 21,000 instructions; this call, with the tuple of values, costs about 2,500
- * (docs/performance.md, thirty-second round). */
-static PyObject *json_fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+ * (docs/performance.md, thirty-second round).
+ *
+ * json_fill_texts(parts, kinds, values): several such texts from one template, a tuple of
+ * them, or None when any value is outside its kind. Kind '|' ends a text where it stands (its
+ * value is not read; the caller passes None) and the next begins with the part after it. Why:
+ * a payment's seven texts of its pair and outcome facts were seven calls, each with its own
+ * tuple of values, about 780 instructions apiece before any text was written
+ * (docs/performance.md, fifty-fourth round). */
+
+/* The buffer's text as a str (every byte ASCII). */
+static PyObject *buf_text(const Buffer *b) {
+    PyObject *text = PyUnicode_New(b->len, 127);
+    if (text != NULL)
+        memcpy(PyUnicode_1BYTE_DATA(text), b->data, (size_t)b->len);
+    return text;
+}
+
+/* The body of both: `texts` NULL for json_fill (kind '|' is then unknown), else the list each
+ * text ended by a '|' is appended to. Returns the last text, Py_None (a new reference) when a
+ * value is outside its kind, or NULL with an exception set. */
+static PyObject *fill_template(PyObject *const *args, Py_ssize_t nargs, const char *name,
+                               PyObject *texts) {
     if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "json_fill() takes 3 arguments");
+        PyErr_Format(PyExc_TypeError, "%s() takes 3 arguments", name);
         return NULL;
     }
     PyObject *parts = args[0], *kinds = args[1], *values = args[2];
     if (!PyTuple_Check(parts) || !PyBytes_Check(kinds) || !PyTuple_Check(values)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "json_fill() takes (tuple of str, bytes, tuple)");
+        PyErr_Format(PyExc_TypeError, "%s() takes (tuple of str, bytes, tuple)", name);
         return NULL;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(values);
     if (PyBytes_GET_SIZE(kinds) != n || PyTuple_GET_SIZE(parts) != n + 1) {
-        PyErr_SetString(PyExc_ValueError,
-                        "json_fill(): one kind per value and one part more than values");
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): one kind per value and one part more than values", name);
         return NULL;
     }
     const char *kind = PyBytes_AS_STRING(kinds);
@@ -802,7 +821,7 @@ static PyObject *json_fill(PyObject *module, PyObject *const *args, Py_ssize_t n
         PyObject *part = PyTuple_GET_ITEM(parts, i);
         if (!PyUnicode_Check(part) || PyUnicode_READY(part) < 0 || !PyUnicode_IS_ASCII(part)) {
             if (!PyErr_Occurred())
-                PyErr_Format(PyExc_TypeError, "json_fill(): part %zd is not an ASCII str", i);
+                PyErr_Format(PyExc_TypeError, "%s(): part %zd is not an ASCII str", name, i);
             goto done;
         }
         /* Room for the part and for an integer or an instant after it. */
@@ -870,15 +889,26 @@ static PyObject *json_fill(PyObject *module, PyObject *const *args, Py_ssize_t n
             b.len += len + 2;
             break;
         }
+        case '|':
+            if (texts != NULL) {
+                PyObject *text = buf_text(&b);
+                if (text == NULL)
+                    goto done;
+                int appended = PyList_Append(texts, text);
+                Py_DECREF(text);
+                if (appended < 0)
+                    goto done;
+                b.len = 0;
+                break;
+            }
+            /* fall through: json_fill has no cuts */
         default:
-            PyErr_Format(PyExc_ValueError, "json_fill(): unknown kind byte %d at %zd",
+            PyErr_Format(PyExc_ValueError, "%s(): unknown kind byte %d at %zd", name,
                          (int)(unsigned char)kind[i], i);
             goto done;
         }
     }
-    result = PyUnicode_New(b.len, 127);
-    if (result != NULL)
-        memcpy(PyUnicode_1BYTE_DATA(result), b.data, (size_t)b.len);
+    result = buf_text(&b);
     goto done;
 refused:
     result = Py_None;
@@ -886,6 +916,28 @@ refused:
 done:
     if (b.data != b.local)
         PyMem_Free(b.data);
+    return result;
+}
+
+static PyObject *json_fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    return fill_template(args, nargs, "json_fill", NULL);
+}
+
+static PyObject *json_fill_texts(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *texts = PyList_New(0);
+    if (texts == NULL)
+        return NULL;
+    PyObject *last = fill_template(args, nargs, "json_fill_texts", texts);
+    PyObject *result = NULL;
+    if (last == Py_None) {
+        result = last;  /* a value outside its kind */
+    } else if (last != NULL) {
+        int appended = PyList_Append(texts, last);
+        Py_DECREF(last);
+        if (appended == 0)
+            result = PyList_AsTuple(texts);
+    }
+    Py_DECREF(texts);
     return result;
 }
 
@@ -907,6 +959,10 @@ static PyMethodDef methods[] = {
      "json_fill(parts, kinds, values, /)\n--\n\nThe parts with the values written between "
      "them as their kinds say (i integer, s text, t instant, r raw JSON), or None when a value "
      "is outside its kind."},
+    {"json_fill_texts", (PyCFunction)(void (*)(void))json_fill_texts, METH_FASTCALL,
+     "json_fill_texts(parts, kinds, values, /)\n--\n\nAs json_fill, cut into a tuple of "
+     "texts where a kind is '|' (its value is not read), or None when a value is outside its "
+     "kind."},
     {"utc_us_texts", utc_us_texts, METH_O,
      "utc_us_texts(values, /)\n--\n\nThe microseconds of each text of the list when every one "
      "is a canonical UTC spelling of an existing instant, else None."},

@@ -402,6 +402,52 @@ def test_json_fill_finds_every_byte_that_needs_an_escape_at_every_place_in_a_wor
             assert c.json_fill(("", ""), b"s", (text,)) == (None if needs else f'"{text}"')
 
 
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.sampled_from("istr"), _fill_values,
+                                   st.text(st.characters(min_codepoint=32, max_codepoint=126),
+                                           max_size=8)), max_size=4),
+                min_size=1, max_size=4),
+       st.lists(st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=4),
+                min_size=4, max_size=4))
+def test_json_fill_texts_is_json_fill_of_each_template(c, templates, firsts):
+    """Templates joined with cuts give each template's json_fill, in order, or None when any
+    of them is None; the cut's value is never read."""
+    parts: list[str] = []
+    kinds = ""
+    values: list[object] = []
+    want: list[str | None] = []
+    for k, slots in enumerate(templates):
+        one = (firsts[k], *(part for _, _, part in slots))
+        one_kinds = "".join(kind for kind, _, _ in slots)
+        one_values = tuple(value for _, value, _ in slots)
+        want.append(c.json_fill(one, one_kinds.encode(), one_values))
+        if k:
+            kinds += "|"
+            values.append(object())  # not a value of any kind: read, it would be refused
+        parts.extend(one)
+        kinds += one_kinds
+        values.extend(one_values)
+    got = c.json_fill_texts(tuple(parts), kinds.encode(), tuple(values))
+    assert got == (None if None in want else tuple(want))
+
+
+def test_json_fill_texts_cuts_at_the_edges(c):
+    assert c.json_fill_texts(("a", "b"), b"|", (None,)) == ("a", "b")
+    assert c.json_fill_texts(("", "", ""), b"||", (None, None)) == ("", "", "")
+    assert c.json_fill_texts(("x",), b"", ()) == ("x",)
+    long = "k" * 2000  # past the buffer on the stack, on both sides of the cut
+    assert c.json_fill_texts((long, "", long), b"s|", (long, None)) == (f'{long}"{long}"', long)
+    assert c.json_fill_texts(("[", "]|", "]"), b"i|", (2 ** 63, None)) is None
+    with pytest.raises(ValueError):  # json_fill has no cuts
+        c.json_fill(("a", "b"), b"|", (None,))
+    with pytest.raises(ValueError):
+        c.json_fill_texts(("a", "b"), b"x", (None,))
+    with pytest.raises(ValueError):
+        c.json_fill_texts(("a",), b"|", (None,))
+    with pytest.raises(TypeError):
+        c.json_fill_texts(["a", "b"], b"|", (None,))
+
+
 def test_json_fill_refuses_a_malformed_template(c):
     with pytest.raises(ValueError):
         c.json_fill(("[", "]"), b"is", (1,))

@@ -73,6 +73,11 @@ _JSON_QUOTED: Final[Callable[[str], str | None] | None] = native.hand_written(
 # text itself. The operators that fill templates with it import it from here.
 JSON_FILL: Final[Callable[[tuple[str, ...], bytes, tuple[object, ...]], str | None] | None] = (
     native.hand_written("streaming._texts", "json_fill"))
+# `_texts.json_fill_texts`, the same for several texts from one template (kind `|` ends each
+# text but the last), as a tuple, or None; None where the compiled core is not in use.
+JSON_FILL_TEXTS: Final[
+    Callable[[tuple[str, ...], bytes, tuple[object, ...]], tuple[str, ...] | None] | None] = (
+    native.hand_written("streaming._texts", "json_fill_texts"))
 
 
 class BoundedTexts:

@@ -26,8 +26,8 @@ from ..hashing import digest
 from ..keys import compose, escape
 from ..state import HeldEntry, KeyedSide, TimeQueue
 from ..timeutil import LAST_FINITE, NEG_INF, POS_INF, US_PER_MIN, us_to_iso
-from .base import (ACCEPTED, HASH_LATER, JSON_FILL, ROUTED, Emit, Fact, QueueEntry,
-                   json_scalar)
+from .base import (ACCEPTED, HASH_LATER, JSON_FILL, JSON_FILL_TEXTS, ROUTED, Emit, Fact,
+                   QueueEntry, json_scalar)
 from .identity import CORRECTION, LIVE, REV, IdentityIndex, settle
 
 RULE_VERSION: Final = "ij-v1:-47m..+8m"
@@ -139,34 +139,31 @@ def payment_parts(rule_json: str, rule_eid: str, payment_eid: str, payment_id: s
     rule_version < score < signal_* < status; each value as canonical JSON writes it (the
     revision, an int, is its decimal digits; the time, `us_to_iso` of `payment_us`).
 
-    Where the compiled core is in use, each part is one `json_fill` call: six f-strings over
-    JSON spellings of the values cost about 11,200 instructions a payment, the calls with their
-    tuples of values about 7,900 (docs/performance.md, thirty-third round). What the C
-    declines (a text past plain ASCII or one JSON escapes, an instant outside years 1-9999)
-    and every payment of a pure run is written by `_written_payment_parts`, the definition
-    the C's output is checked against (tests/test_interval_join_parts.py)."""
-    fill = JSON_FILL
+    Where the compiled core is in use, the seven texts are one `json_fill_texts` call over
+    one template: as one `json_fill` call each (and an f-string for the pair's key head) they
+    cost about 7,900 instructions a payment, 780 of them per call before any text was written
+    (docs/performance.md, fifty-fourth round). What the C declines (a text past plain ASCII or
+    one JSON escapes, an instant outside years 1-9999) and every payment of a pure run is
+    written by `_written_payment_parts`, the definition the C's output is checked against
+    (tests/test_interval_join_parts.py)."""
+    fill = JSON_FILL_TEXTS
     if fill is not None:
-        # Each integer boxed once for the calls, not once per call.
+        # Each integer boxed once for the call, not once per use.
         rev: object = payment_rev
         us: object = payment_us
-        if amount_cents is None:
-            amount: object = "null"
-            head_kinds, amount_kind = b"rs", b"r"
-        else:
-            amount = amount_cents
-            head_kinds, amount_kind = b"is", b"i"
-        pair_head = fill(_PAIR_HEAD, head_kinds, (amount, merchant_id))
-        pair_mid = fill(_PAIR_MID, b"sitr", (payment_id, rev, us, rule_json))
-        pid_head = fill(_PID_HEAD, b"rri", (rule_eid, payment_eid, rev))
-        outcome_head = fill(_OUTCOME_HEAD, amount_kind, (amount,))
-        outcome_mid = fill(_OUTCOME_MID, b"ssitr", (merchant_id, payment_id, rev, us, rule_json))
-        key_head = fill(_OUTCOME_KEY_HEAD, b"iri", (us, payment_eid, rev))
-        if (pair_head is not None and pair_mid is not None and pid_head is not None
-                and outcome_head is not None and outcome_mid is not None
-                and key_head is not None):
-            return PaymentParts(pair_head, pair_mid, pid_head, f"pair|{payment_us}|",
-                                outcome_head, outcome_mid, key_head)
+        amount: object = "null" if amount_cents is None else amount_cents
+        texts = fill(_PAYMENT_TEXTS, _PAYMENT_KINDS_NO_AMOUNT if amount_cents is None
+                     else _PAYMENT_KINDS, (
+                         amount, merchant_id, None,  # pair head
+                         payment_id, rev, us, rule_json, None,  # pair mid
+                         rule_eid, payment_eid, rev, None,  # pair id's head
+                         us, None,  # pair key head
+                         amount, None,  # outcome head
+                         merchant_id, payment_id, rev, us, rule_json, None,  # outcome mid
+                         us, payment_eid, rev))  # outcome key head
+        if texts is not None:
+            return PaymentParts(texts[0], texts[1], texts[2], texts[3], texts[4], texts[5],
+                                texts[6])
     return _written_payment_parts(rule_json, rule_eid, payment_eid, payment_id, payment_rev,
                                   merchant_id, payment_us, amount_cents)
 
@@ -208,10 +205,18 @@ _PAIR_HEAD: Final[tuple[str, ...]] = ('{"amount_cents":', ',"merchant_id":', ',"
 _PAIR_MID: Final[tuple[str, ...]] = ('","payment_id":', ',"payment_rev":', ',"payment_time":',
                                      ',"rule_version":', ',')
 _PID_HEAD: Final[tuple[str, ...]] = ("", "|", "|", "|")
+_PAIR_KEY_HEAD: Final[tuple[str, ...]] = ("pair|", "|")
 _OUTCOME_HEAD: Final[tuple[str, ...]] = ('{"amount_cents":', ',"match_count":')
 _OUTCOME_MID: Final[tuple[str, ...]] = (',"merchant_id":', ',"payment_id":', ',"payment_rev":',
                                         ',"payment_time":', ',"rule_version":', ',"status":')
 _OUTCOME_KEY_HEAD: Final[tuple[str, ...]] = ("outcome|", "|", "|", "|")
+# A payment's seven texts (`PaymentParts`, in its order) as one template for
+# `json_fill_texts`: the templates above one after another, each ended by a cut (`|`).
+_PAYMENT_TEXTS: Final[tuple[str, ...]] = (
+    *_PAIR_HEAD, *_PAIR_MID, *_PID_HEAD, *_PAIR_KEY_HEAD, *_OUTCOME_HEAD, *_OUTCOME_MID,
+    *_OUTCOME_KEY_HEAD)
+_PAYMENT_KINDS: Final = b"is|sitr|rri|i|i|ssitr|iri"
+_PAYMENT_KINDS_NO_AMOUNT: Final = b"rs|sitr|rri|i|r|ssitr|iri"  # the amount as JSON's null
 _PAIR_TAIL: Final[tuple[str, ...]] = ('"score":', ',"signal_id":', ',"signal_rev":',
                                       ',"signal_time":', "}")
 
