@@ -140,9 +140,9 @@ def payment_parts(rule_json: str, rule_eid: str, payment_eid: str, payment_id: s
     revision, an int, is its decimal digits; the time, `us_to_iso` of `payment_us`).
 
     Where the compiled core is in use, the seven texts are one `json_fill_texts` call over
-    one template: as one `json_fill` call each (and an f-string for the pair's key head) they
-    cost about 7,900 instructions a payment, 780 of them per call before any text was written
-    (docs/performance.md, fifty-fourth round). What the C declines (a text past plain ASCII or
+    one template: as six `json_fill` calls and an f-string they took 7,857 instructions a
+    payment, as one call 7,181; most of it is writing the texts (docs/performance.md,
+    fifty-fourth round). What the C declines (a text past plain ASCII or
     one JSON escapes, an instant outside years 1-9999) and every payment of a pure run is
     written by `_written_payment_parts`, the definition the C's output is checked against
     (tests/test_interval_join_parts.py)."""
