@@ -554,12 +554,14 @@ static int ascii_plain(const unsigned char *c, Py_ssize_t n) {
 
 /* payload_of(values, fields, roles, order, encode): the record of a struct the decoder
  * accepted, as canonical.record_of's Python twin (`py_payload_of`) builds it, in one call:
- * (payload, its canonical JSON, times), or None when an ID has a character outside the alphabet
- * or an instant lies outside years 1-9999 (in UTC).
+ * (payload, its canonical JSON, times), or None when an ID has a character outside the alphabet,
+ * an instant lies outside years 1-9999 (in UTC) or an instant given as text is not its
+ * canonical UTC spelling (`canonical_utc_us`).
  *
  * `values` are the struct's field values in field order (msgspec.structs.astuple), `fields`
  * their names, `roles` a ROLE_* bit set per field, `order` the indices of the payload's members
- * sorted by name (every name plain ASCII). The payload holds the members in field order, each
+ * sorted by name (every name plain ASCII); an instant is an aware datetime or a text. The
+ * payload holds the members in field order, each
  * instant as its canonical UTC text; `times` maps every time field to its microseconds (None
  * for an absent optional one). The JSON is the payload with sorted keys, compact, as orjson
  * writes it: a text that needs no escape, an integer within 64 bits, true, false and null are
@@ -635,8 +637,17 @@ static PyObject *payload_of(PyObject *module, PyObject *const *args, Py_ssize_t 
                     goto done;
             } else {
                 int64_t us;
-                if (instant_of(v, &us) < 0)
+                /* The C decoder's struct holds each instant as the text it came as
+                 * (Contract.plan): only the canonical UTC spelling is read here, any other is
+                 * refused to the general path, which reads every spelling the contract allows.
+                 * A struct of the general path holds datetimes. */
+                int from_text = PyUnicode_CheckExact(v);
+                if (from_text) {
+                    if (!canonical_utc_us(v, &us))
+                        goto refused;
+                } else if (instant_of(v, &us) < 0) {
                     goto done;
+                }
                 if (us < FIRST_US || us > LAST_US)
                     goto refused;
                 PyObject *boxed = PyLong_FromLongLong(us);
@@ -646,7 +657,13 @@ static PyObject *payload_of(PyObject *module, PyObject *const *args, Py_ssize_t 
                 Py_DECREF(boxed);
                 if (rc < 0)
                     goto done;
-                if (r & ROLE_IN_PAYLOAD) {
+                if ((r & ROLE_IN_PAYLOAD) && from_text &&
+                    (PyUnicode_GET_LENGTH(v) == 20 || us % US_PER_S != 0)) {
+                    /* The text is the canonical one already (a zero fraction is written
+                     * without one): the payload keeps it. */
+                    Py_INCREF(v);
+                    texts[i] = v;
+                } else if (r & ROLE_IN_PAYLOAD) {
                     char iso[ISO_MAX];
                     int len = iso_text(us, iso);
                     if (len == 0)

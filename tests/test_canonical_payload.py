@@ -1,9 +1,9 @@
 """The decoder's payload in C (`payload_of`, streaming/_texts.c) against its Python twin
 (`canonical.py_payload_of`): for generated structs of every contract (IDs in and out of the
 alphabet, texts that need escaping or lie past ASCII, integers past 64 bits, any float, times
-in any zone and at the ends of the range, absent optional times) both give the same payload in
-the same key order, the same canonical JSON, the same times, or both refuse (None) or both
-raise the same error."""
+in any zone and at the ends of the range, as text canonical or not, absent optional times)
+both give the same payload in the same key order, the same canonical JSON, the same times, or
+both refuse (None) or both raise the same error."""
 
 from __future__ import annotations
 
@@ -31,6 +31,19 @@ _times = st.builds(lambda naive, zone: naive.replace(tzinfo=zone),
                    st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31,
                                                                                 23, 59, 59)),
                    _zones)
+# Instants as the C decoder's struct holds them, as text (`instants_as_text`): canonical UTC
+# spellings (read), the zero fraction written out (read, then written without it), and
+# spellings either side refuses to the general path: another zone, a lower-case zone, a day
+# that does not exist, year 0, digits past ASCII, a leap second, a text that is no instant.
+_utc = st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)
+                   ).map(lambda naive: naive.replace(tzinfo=UTC))
+_time_texts = (_utc.map(lambda t: t.isoformat().replace("+00:00", "Z"))
+               | _utc.map(lambda t: t.replace(microsecond=0).isoformat()
+                          .replace("+00:00", ".000000Z"))
+               | st.builds(lambda t: t.isoformat(), _times)
+               | st.sampled_from(["2026-10-06T10:00:00z", "2026-02-30T00:00:00Z",
+                                  "0000-12-31T23:59:59Z", "2026-10-06T10:00:0\u0665Z",
+                                  "2026-12-31T23:59:60Z", "2026-10-06T10:00:00.5Z", "", "x"]))
 
 
 def _value_for(contract, name: str):
@@ -38,9 +51,9 @@ def _value_for(contract, name: str):
     if kind in (B.ID, B.LABEL):
         return _ids | _texts
     if kind == B.TIME:
-        return _times
+        return _times | _time_texts
     if kind == B.OPT_TIME:
-        return st.none() | _times
+        return st.none() | _times | _time_texts
     if kind == B.FLAG:
         return st.booleans()
     if kind == B.SCORE:

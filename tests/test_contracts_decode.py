@@ -4,13 +4,19 @@ topic contract; the new bounds quarantine with their own reasons."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
+
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streaming.contracts import (CONTRACTS, MAX_ABS_CENTS, MAX_ID_LENGTH, MAX_REVISION,
                                  MERCHANT_CATEGORY, PAYMENT, RECEIPT, RISK_SIGNAL, InvalidRecord,
                                  decode, parse_line, validate)
-from streaming.timeutil import parse_utc_us
+from streaming.contracts import bounds as B
+from streaming.contracts.canonical import decoded_record
+from streaming.timeutil import parse_utc_us, us_to_iso
 
 T = "2026-10-06T10:00:00Z"
 GOOD = {
@@ -229,6 +235,58 @@ def test_times_follow_rfc3339():
     for spelled in ("2026-10-06t10:00:00z", "2026-10-06 10:00:00Z", "2026-10-06T12:00:00+0200"):
         r = decode(PAYMENT, orjson.dumps(patched("payments", event_time=spelled)), 0, 0)
         assert r.payload["event_time"] == T
+
+
+def _spellings(us: int) -> list[tuple[str, bool]]:
+    """(text, whether the C decoder reads it) of one instant in spellings RFC 3339 allows:
+    the canonical UTC text and its zero fraction written out are read in C; any other is
+    left to the general path."""
+    dt = datetime.fromtimestamp(0, UTC) + timedelta(microseconds=us)
+    canonical_text = us_to_iso(us)
+    out = [(canonical_text, True),
+           (dt.isoformat(timespec="milliseconds").replace("+00:00", "Z"), False),
+           (dt.isoformat(), False),
+           (dt.astimezone(timezone(timedelta(hours=-2))).isoformat(), False),
+           (canonical_text[:-1] + "z", False)]
+    if us % 1_000_000 == 0:
+        out.append((canonical_text[:-1] + ".000000Z", True))
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(topic=st.sampled_from(sorted(GOOD)), data=st.data())
+def test_the_c_decoder_reads_canonical_instants_and_leaves_the_rest_to_the_general_path(
+        topic, data):
+    """Instants are read as text by the C decoder (`instants_as_text`): a line whose instants
+    are all canonically spelled is built there, any other goes to the general path, and both
+    give the record the general path gives for the same object: payload, canonical bytes,
+    hash, times and fields."""
+    c = CONTRACTS[topic]
+    obj = dict(GOOD[topic])
+    read_in_c = True
+    # Each instant a step after the one before it, in field order: an event never after its
+    # arrival, a range never ending before it starts.
+    base = data.draw(st.sampled_from([0, 1_791_280_800_000_000, -1])
+                     | st.integers(-62_135_596_800_000_000 + 86_400_000_000,
+                                   253_402_300_799_999_999 - 86_400_000_000))
+    step = data.draw(st.sampled_from([0, 1_000_000, 1_500_000, 7]))
+    for i, (name, kind, _) in enumerate(c.fields):
+        if kind in (B.TIME, B.OPT_TIME) and (kind == B.TIME or data.draw(st.booleans())):
+            text, in_c = data.draw(st.sampled_from(_spellings(base + i * step)))
+            obj[name] = text
+            read_in_c = read_in_c and in_c
+    raw = orjson.dumps(obj)
+    fast = decoded_record(c.plan, raw, 3, 7)
+    assert (fast is not None) == read_in_c
+    got = decode(c, raw, 3, 7)
+    want = validate(c, orjson.loads(raw), 3, 7, len(raw))
+    assert got == want
+    assert (got.payload, got.payload_json, got.payload_hash, got.times) == \
+        (want.payload, want.payload_json, want.payload_hash, want.times)
+    assert (got.id, got.revision, got.key, got.event_us, got.arrival_us) == \
+        (want.id, want.revision, want.key, want.event_us, want.arrival_us)
+    if fast is not None:
+        assert fast == want and fast.payload_json == want.payload_json
 
 
 def test_hash_of_canonically_spelled_records_is_unchanged():

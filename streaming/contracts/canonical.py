@@ -16,7 +16,7 @@ import orjson
 
 from .. import native
 from ..hashing import digest
-from ..timeutil import US_PER_MIN, us_to_iso
+from ..timeutil import US_PER_MIN, canonical_utc_us, us_to_iso
 from . import bounds as B
 from . import reasons as R
 from .record import InvalidRecord, Record
@@ -199,7 +199,16 @@ def py_payload_of(c: DecodePlan, s: msgspec.Struct
         if v is None:
             times[name] = None
             continue
-        us: i64 = _INSTANT_US(v)
+        us: i64
+        if type(v) is str:
+            # The C decoder's struct holds the instant as its text: only its canonical UTC
+            # spelling is read here, any other goes to the general path (`Contract.plan`).
+            got = canonical_utc_us(v)
+            if got is None:
+                return None
+            us = got
+        else:
+            us = _INSTANT_US(v)
         if not MIN_US <= us <= MAX_US:
             return None
         times[name] = us

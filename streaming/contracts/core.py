@@ -82,6 +82,39 @@ def _kind(hint: object) -> str:
     return kind
 
 
+def instants_as_text(struct: type[msgspec.Struct]) -> type[msgspec.Struct]:
+    """`struct` with its instants typed as text (an optional one as text or null), every other
+    field as it is: the struct the C decoder reads a line into (`DecodePlan`).
+
+    Why: msgspec's reading of an instant into a datetime, and that datetime read back into
+    microseconds and written again as text, were about a tenth of decoding a record
+    (docs/performance.md, fifty-fourth round). Read as text, the canonical UTC spelling
+    (what producers of the bench and the seeds write) is read in C and kept as the payload's
+    text (`payload_of`); any other spelling is refused there and the line goes to the general
+    path (`validate`, through the contract's own struct), which reads every spelling the
+    contract allows and names every defect. A text is all a JSON string can be, so a line this
+    struct refuses the contract's struct refuses too: the general path judges it as before."""
+    hints = typing.get_type_hints(struct, include_extras=True)
+    fields: list[tuple[Any, ...]] = []
+    for f in msgspec.structs.fields(struct):
+        kind = _kind(hints[f.name])
+        hint = str if kind == B.TIME else (str | None) if kind == B.OPT_TIME else hints[f.name]
+        if f.default is not msgspec.NODEFAULT:
+            fields.append((f.name, hint, f.default))
+        elif f.default_factory is not msgspec.NODEFAULT:
+            fields.append((f.name, hint, msgspec.field(default_factory=f.default_factory)))
+        else:
+            fields.append((f.name, hint))
+    config = struct.__struct_config__
+    twin = msgspec.defstruct(
+        f"{struct.__name__}InstantsAsText", fields, kw_only=True, gc=config.gc,
+        forbid_unknown_fields=config.forbid_unknown_fields,
+        rename={f.name: f.encode_name for f in msgspec.structs.fields(struct)})
+    if twin.__struct_fields__ != struct.__struct_fields__:  # payload_of reads them by position
+        raise TypeError(f"{struct.__name__}: the text twin's fields differ")
+    return twin
+
+
 class Contract:
     """One topic's record contract: its struct and the roles of its fields."""
 
@@ -111,7 +144,7 @@ class Contract:
         roles, order = payload_roles(struct.__struct_fields__, ids, times, dropped)
         # What the compiled decoder reads (canonical.py).
         self.plan = DecodePlan(
-            topic, msgspec.json.Decoder(struct),
+            topic, msgspec.json.Decoder(instants_as_text(struct)),
             operator.attrgetter(*ids) if len(ids) > 1 else (lambda s: (getattr(s, ids[0]),)),
             tuple((n, n not in self.non_payload) for n in times), dropped,
             id_field, key_field, revision_field, event_time_field, arrival_time_field,
