@@ -191,20 +191,30 @@ static inline int two_digits(const unsigned char *c) {
     return a <= 9 && b <= 9 ? (int)(a * 10 + b) : -1;
 }
 
-/* The microseconds of a canonical UTC spelling, "YYYY-MM-DDTHH:MM:SSZ" or
- * "YYYY-MM-DDTHH:MM:SS.ffffffZ" (ASCII digits), of a date and time that exist (years 1-9999, no
- * leap second), into *out: 1; 0 for any other text. What timeutil.parse_utc_us gives for such a
- * text (tests/test_timeutil.py compares the two). */
-static int canonical_utc_us(PyObject *v, int64_t *out) {
-    if (!PyUnicode_CheckExact(v) || PyUnicode_READY(v) < 0 || !PyUnicode_IS_ASCII(v))
+/* The microseconds of a UTC instant spelled "YYYY-MM-DDTHH:MM:SS", then a fraction of one to
+ * six digits or none, then "Z" or "+00:00" (ASCII digits), of a date and time that exist (years
+ * 1-9999, no leap second), into *out: 1; 0 for any other text. *canonical says whether the
+ * text is "YYYY-MM-DDTHH:MM:SSZ" or "YYYY-MM-DDTHH:MM:SS.ffffffZ". RFC 3339 reads these as
+ * every parser of it does; the rest of its spellings (other zones, "t", "z", more digits) are
+ * left to the caller's general reader. */
+static int utc_text_us(const unsigned char *c, Py_ssize_t n, int64_t *out, int *canonical) {
+    if (n < 20 || c[4] != '-' || c[7] != '-' || c[10] != 'T' || c[13] != ':' || c[16] != ':')
         return 0;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(v);
-    const unsigned char *c = PyUnicode_1BYTE_DATA(v);
-    if (n != 20 && !(n == 27 && c[19] == '.'))
+    Py_ssize_t end = n;  /* where the zone starts */
+    if (c[n - 1] == 'Z')
+        end = n - 1;
+    else if (n >= 25 && memcmp(c + n - 6, "+00:00", 6) == 0)
+        end = n - 6;
+    else
         return 0;
-    if (c[4] != '-' || c[7] != '-' || c[10] != 'T' || c[13] != ':' || c[16] != ':' ||
-        c[n - 1] != 'Z')
+    Py_ssize_t digits = 0;
+    if (end > 19) {
+        digits = end - 20;
+        if (c[19] != '.' || digits < 1 || digits > 6)
+            return 0;
+    } else if (end != 19) {
         return 0;
+    }
     int y1 = two_digits(c), y2 = two_digits(c + 2), mo = two_digits(c + 5),
         d = two_digits(c + 8), h = two_digits(c + 11), mi = two_digits(c + 14),
         s = two_digits(c + 17);
@@ -215,17 +225,31 @@ static int canonical_utc_us(PyObject *v, int64_t *out) {
     if (y < 1 || d > days_in_month(y, mo))
         return 0;
     int64_t frac = 0;
-    if (n == 27) {
-        for (int i = 20; i < 26; i++) {
-            unsigned dg = (unsigned)c[i] - '0';
+    for (Py_ssize_t i = 20; i < 26; i++) {
+        unsigned dg = 0;
+        if (i < 20 + digits) {
+            dg = (unsigned)c[i] - '0';
             if (dg > 9)
                 return 0;
-            frac = frac * 10 + dg;
         }
+        frac = frac * 10 + dg;
     }
+    *canonical = end == n - 1 && (digits == 0 || digits == 6);
     *out = days_from_civil(y, mo, d) * US_PER_DAY +
            ((int64_t)(h * 60 + mi) * 60 + s) * US_PER_S + frac;
     return 1;
+}
+
+/* The microseconds of a canonical UTC spelling, "YYYY-MM-DDTHH:MM:SSZ" or
+ * "YYYY-MM-DDTHH:MM:SS.ffffffZ" (ASCII digits), of a date and time that exist (years 1-9999, no
+ * leap second), into *out: 1; 0 for any other text. What timeutil.parse_utc_us gives for such a
+ * text (tests/test_timeutil.py compares the two). */
+static int canonical_utc_us(PyObject *v, int64_t *out) {
+    if (!PyUnicode_CheckExact(v) || PyUnicode_READY(v) < 0 || !PyUnicode_IS_ASCII(v))
+        return 0;
+    int canonical;
+    return utc_text_us(PyUnicode_1BYTE_DATA(v), PyUnicode_GET_LENGTH(v), out, &canonical) &&
+           canonical;
 }
 
 /* utc_us_texts(values): the microseconds of each text of the list when every one is a
@@ -552,16 +576,18 @@ static int ascii_plain(const unsigned char *c, Py_ssize_t n) {
 #define FIRST_US (FIRST_DAY * US_PER_DAY)
 #define LAST_US ((LAST_DAY + 1) * US_PER_DAY - 1)
 
-/* payload_of(values, fields, roles, order, encode): the record of a struct the decoder
- * accepted, as canonical.record_of's Python twin (`py_payload_of`) builds it, in one call:
- * (payload, its canonical JSON, times), or None when an ID has a character outside the alphabet,
- * an instant lies outside years 1-9999 (in UTC) or an instant given as text is not its
- * canonical UTC spelling (`canonical_utc_us`).
+/* payload_of(values, fields, roles, order, encode, read_instant): the record of a struct the
+ * decoder accepted, as canonical.record_of's Python twin (`py_payload_of`) builds it, in one
+ * call: (payload, its canonical JSON, times), or None when an ID has a character outside the
+ * alphabet, an instant lies outside years 1-9999 (in UTC) or an instant given as text is one
+ * `read_instant` refuses.
  *
  * `values` are the struct's field values in field order (msgspec.structs.astuple), `fields`
  * their names, `roles` a ROLE_* bit set per field, `order` the indices of the payload's members
- * sorted by name (every name plain ASCII); an instant is an aware datetime or a text. The
- * payload holds the members in field order, each
+ * sorted by name (every name plain ASCII); an instant is an aware datetime or a text: a UTC
+ * spelling `utc_text_us` reads is read here, any other by `read_instant` (text -> aware
+ * datetime, or None for a text the contract refuses). The payload holds the members in field
+ * order, each
  * instant as its canonical UTC text; `times` maps every time field to its microseconds (None
  * for an absent optional one). The JSON is the payload with sorted keys, compact, as orjson
  * writes it: a text that needs no escape, an integer within 64 bits, true, false and null are
@@ -572,12 +598,12 @@ static int ascii_plain(const unsigned char *c, Py_ssize_t n) {
  * the dict and decoded the bytes again, about 10,000 of a record's 17,000 instructions
  * (docs/performance.md, thirty-first round). */
 static PyObject *payload_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "payload_of() takes 5 arguments");
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "payload_of() takes 6 arguments");
         return NULL;
     }
     PyObject *values = args[0], *fields = args[1], *roles = args[2], *order = args[3];
-    PyObject *encode = args[4];
+    PyObject *encode = args[4], *read_instant = args[5];
     if (!PyTuple_Check(values) || !PyTuple_Check(fields) || !PyBytes_Check(roles) ||
         !PyTuple_Check(order)) {
         PyErr_SetString(PyExc_TypeError,
@@ -638,14 +664,28 @@ static PyObject *payload_of(PyObject *module, PyObject *const *args, Py_ssize_t 
             } else {
                 int64_t us;
                 /* The C decoder's struct holds each instant as the text it came as
-                 * (Contract.plan): only the canonical UTC spelling is read here, any other is
-                 * refused to the general path, which reads every spelling the contract allows.
-                 * A struct of the general path holds datetimes. */
-                int from_text = PyUnicode_CheckExact(v);
-                if (from_text) {
-                    if (!canonical_utc_us(v, &us))
+                 * (Contract.plan): a UTC spelling `utc_text_us` reads is read here, any other
+                 * by `read_instant`, as the contract's struct reads it; the canonical text is
+                 * kept as the payload's. A struct of the general path holds datetimes. */
+                int from_text = PyUnicode_CheckExact(v), canonical = 0;
+                if (from_text &&
+                    !(PyUnicode_READY(v) == 0 && PyUnicode_IS_ASCII(v) &&
+                      utc_text_us(PyUnicode_1BYTE_DATA(v), PyUnicode_GET_LENGTH(v), &us,
+                                  &canonical))) {
+                    /* Another spelling: read by `read_instant` (a datetime, or None for a
+                     * text the contract refuses, which the general path then names). */
+                    PyObject *dt = PyObject_CallOneArg(read_instant, v);
+                    if (dt == NULL)
+                        goto done;
+                    if (dt == Py_None) {
+                        Py_DECREF(dt);
                         goto refused;
-                } else if (instant_of(v, &us) < 0) {
+                    }
+                    int read = instant_of(dt, &us);
+                    Py_DECREF(dt);
+                    if (read < 0)
+                        goto done;
+                } else if (!from_text && instant_of(v, &us) < 0) {
                     goto done;
                 }
                 if (us < FIRST_US || us > LAST_US)
@@ -657,7 +697,7 @@ static PyObject *payload_of(PyObject *module, PyObject *const *args, Py_ssize_t 
                 Py_DECREF(boxed);
                 if (rc < 0)
                     goto done;
-                if ((r & ROLE_IN_PAYLOAD) && from_text &&
+                if ((r & ROLE_IN_PAYLOAD) && canonical &&
                     (PyUnicode_GET_LENGTH(v) == 20 || us % US_PER_S != 0)) {
                     /* The text is the canonical one already (a zero fraction is written
                      * without one): the payload keeps it. */
@@ -969,7 +1009,8 @@ static PyMethodDef methods[] = {
     {"json_quoted", json_quoted, METH_O,
      "json_quoted(s, /)\n--\n\nThe JSON string of `s` when it needs no escape, else None."},
     {"payload_of", (PyCFunction)(void (*)(void))payload_of, METH_FASTCALL,
-     "payload_of(values, fields, roles, order, encode, /)\n--\n\nA decoded struct's "
+     "payload_of(values, fields, roles, order, encode, read_instant, /)\n--\n\nA decoded "
+     "struct's "
      "payload, its canonical JSON and its times, or None when an ID or an instant is outside "
      "its bounds."},
     {"json_fill", (PyCFunction)(void (*)(void))json_fill, METH_FASTCALL,

@@ -16,5 +16,6 @@ FIRST_US: int
 LAST_US: int
 
 def payload_of(values: tuple[object, ...], fields: tuple[str, ...], roles: bytes,
-               order: tuple[int, ...], encode: Callable[[object], bytes], /
+               order: tuple[int, ...], encode: Callable[[object], bytes],
+               read_instant: Callable[[str], datetime | None], /
                ) -> tuple[dict[str, object], str, dict[str, int | None]] | None: ...

@@ -32,15 +32,23 @@ _times = st.builds(lambda naive, zone: naive.replace(tzinfo=zone),
                                                                                 23, 59, 59)),
                    _zones)
 # Instants as the C decoder's struct holds them, as text (`instants_as_text`): canonical UTC
-# spellings (read), the zero fraction written out (read, then written without it), and
-# spellings either side refuses to the general path: another zone, a lower-case zone, a day
-# that does not exist, year 0, digits past ASCII, a leap second, a text that is no instant.
+# spellings (read in C), the zero fraction written out (written again without it), UTC with
+# `+00:00` or a fraction of one to six digits (read in C), other spellings (read by
+# `read_instant`: another zone, a lower-case zone, more digits) and
+# texts both sides refuse: a day that does not exist, year 0, digits past ASCII, a leap second,
+# a text that is no instant.
 _utc = st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)
                    ).map(lambda naive: naive.replace(tzinfo=UTC))
 _time_texts = (_utc.map(lambda t: t.isoformat().replace("+00:00", "Z"))
                | _utc.map(lambda t: t.replace(microsecond=0).isoformat()
                           .replace("+00:00", ".000000Z"))
                | st.builds(lambda t: t.isoformat(), _times)
+               | st.builds(lambda t, k, zone: (f"{t.year:04d}-{t.month:02d}-{t.day:02d}T"
+                                                f"{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+                                                + (f".{t.microsecond:06d}987"[:k + 1] if k else "")
+                                                + zone),
+                           _utc, st.integers(0, 9),
+                           st.sampled_from(["Z", "+00:00", "-00:00", "z", "+01:30", "+0000"]))
                | st.sampled_from(["2026-10-06T10:00:00z", "2026-02-30T00:00:00Z",
                                   "0000-12-31T23:59:59Z", "2026-10-06T10:00:0\u0665Z",
                                   "2026-12-31T23:59:60Z", "2026-10-06T10:00:00.5Z", "", "x"]))
@@ -94,7 +102,7 @@ def test_payload_of_equals_the_python_twin(c_module, case):
     plan = contract.plan
     c_side = _outcome(lambda: c_module.payload_of(
         msgspec.structs.astuple(s), plan.fields, plan.roles, plan.order,
-        canonical._ENCODE_SORTED))
+        canonical._ENCODE_SORTED, canonical.read_instant))
     assert c_side == _outcome(lambda: canonical.py_payload_of(plan, s))
 
 
@@ -110,7 +118,8 @@ def test_payload_of_at_the_ends_of_the_range_and_past_them(c_module):
         s = CONTRACTS["payments"].struct(**base, event_time=event, arrival_time=arrival)
         values = msgspec.structs.astuple(s)
         assert _outcome(lambda v=values: c_module.payload_of(
-            v, plan.fields, plan.roles, plan.order, canonical._ENCODE_SORTED)) == _outcome(
+            v, plan.fields, plan.roles, plan.order, canonical._ENCODE_SORTED,
+            canonical.read_instant)) == _outcome(
             lambda s=s: canonical.py_payload_of(plan, s))
     # One hour east of UTC on the first day lies before year 1 in UTC: refused.
     s = CONTRACTS["payments"].struct(**base, event_time=datetime(1, 1, 1, tzinfo=one_hour_east),
@@ -123,10 +132,11 @@ def test_payload_of_refuses_arguments_of_the_wrong_shape(c_module):
     with pytest.raises(TypeError):
         c_module.payload_of((), plan.fields, plan.roles, plan.order)
     with pytest.raises(ValueError):
-        c_module.payload_of((1,), plan.fields, plan.roles, plan.order, canonical._ENCODE_SORTED)
+        c_module.payload_of((1,), plan.fields, plan.roles, plan.order, canonical._ENCODE_SORTED,
+                            canonical.read_instant)
     with pytest.raises(TypeError):
         c_module.payload_of(list(plan.fields), plan.fields, plan.roles, plan.order,
-                            canonical._ENCODE_SORTED)
+                            canonical._ENCODE_SORTED, canonical.read_instant)
 
 
 def test_the_c_range_of_instants_is_the_contracts(c_module):

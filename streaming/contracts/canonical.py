@@ -69,6 +69,24 @@ _IDS_IN_ALPHABET: Final[Callable[[tuple[str, ...]], bool]] = (
 _PAYLOAD_OF: Final[Callable[..., Any] | None] = native.hand_written("streaming._texts",
                                                                     "payload_of")
 _ENCODE_SORTED: Final = functools.partial(orjson.dumps, option=orjson.OPT_SORT_KEYS)
+# The contract structs' reader of an instant (an aware RFC 3339 date-time, bounds.Instant).
+_READ_ZONED: Final = msgspec.json.Decoder(B.Instant).decode
+_READ_REFUSED: Final = (msgspec.ValidationError, msgspec.DecodeError, orjson.JSONEncodeError)
+
+
+def read_instant(text: str) -> datetime | None:
+    """The instant a text spells, as the contract's struct reads it (any zone, `T`, `t` or a
+    space, any fraction), or None for a text it refuses. The C decoder's struct holds instants
+    as text (`instants_as_text`); `payload_of` reads the canonical UTC spelling itself and any
+    other through this, one call per instant, where sending the line to the general path
+    cost the whole line's decoding again."""
+    try:
+        return _READ_ZONED(orjson.dumps(text))
+    except _READ_REFUSED:
+        return None
+
+
+_READ_INSTANT: Final = read_instant  # bound once, for the C call per record
 MIN_US: Final = py_instant_us(B.MIN_INSTANT)
 MAX_US: Final = py_instant_us(B.MAX_INSTANT)
 if _PAYLOAD_OF is not None:
@@ -159,7 +177,7 @@ def record_of(c: DecodePlan, s: msgspec.Struct, partition: int, offset: int,
     # each a generic subscription (callgrind, fifty-first round).
     got: tuple[Any, ...] | None
     if fast is not None:
-        got = fast(_ASTUPLE(s), c.fields, c.roles, c.order, _ENCODE_SORTED)
+        got = fast(_ASTUPLE(s), c.fields, c.roles, c.order, _ENCODE_SORTED, _READ_INSTANT)
     else:
         got = py_payload_of(c, s)
     if got is None:
@@ -201,12 +219,16 @@ def py_payload_of(c: DecodePlan, s: msgspec.Struct
             continue
         us: i64
         if type(v) is str:
-            # The C decoder's struct holds the instant as its text: only its canonical UTC
-            # spelling is read here, any other goes to the general path (`Contract.plan`).
+            # The C decoder's struct holds the instant as its text (`Contract.plan`): the
+            # canonical UTC spelling is read as such, any other as the contract reads it.
             got = canonical_utc_us(v)
             if got is None:
-                return None
-            us = got
+                dt = read_instant(v)
+                if dt is None:
+                    return None
+                us = _INSTANT_US(dt)
+            else:
+                us = got
         else:
             us = _INSTANT_US(v)
         if not MIN_US <= us <= MAX_US:

@@ -88,11 +88,11 @@ def instants_as_text(struct: type[msgspec.Struct]) -> type[msgspec.Struct]:
 
     Why: msgspec's reading of an instant into a datetime, and that datetime read back into
     microseconds and written again as text, were about a tenth of decoding a record
-    (docs/performance.md, fifty-fourth round). Read as text, the canonical UTC spelling
-    (what producers of the bench and the seeds write) is read in C and kept as the payload's
-    text (`payload_of`); any other spelling is refused there and the line goes to the general
-    path (`validate`, through the contract's own struct), which reads every spelling the
-    contract allows and names every defect. A text is all a JSON string can be, so a line this
+    (docs/performance.md, fifty-fourth round). Read as text, a UTC spelling is read in C and
+    a canonical one kept as the payload's text (`payload_of`); any other spelling is read by
+    `canonical.read_instant`, msgspec's reader of the contract's instant type, and a text it
+    refuses sends the line to the general path (`validate`, through the contract's own
+    struct), which names the defect. A text is all a JSON string can be, so a line this
     struct refuses the contract's struct refuses too: the general path judges it as before."""
     hints = typing.get_type_hints(struct, include_extras=True)
     fields: list[tuple[Any, ...]] = []
