@@ -122,19 +122,6 @@ _DAY_US: Final[dict[str, int]] = {}
 _DAY_US_MAX: Final = 100_000
 
 
-def canonical_utc_us(value: str) -> int | None:
-    """The microseconds of `value` when it is the canonical UTC spelling of an instant that
-    exists ("YYYY-MM-DDTHH:MM:SSZ", or with six digits of fraction, ASCII digits, years
-    1-9999), else None: the twin of the C `canonical_utc_us` (streaming/_texts.c), which
-    reads a text instant of the C decoder's struct."""
-    if not _CANONICAL_UTC.fullmatch(value):
-        return None
-    try:
-        return parse_utc_us(value)
-    except TimeFormatError:
-        return None
-
-
 def us_to_dt(us: int) -> datetime:
     return _EPOCH + timedelta(microseconds=us)
 

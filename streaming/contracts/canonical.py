@@ -16,7 +16,7 @@ import orjson
 
 from .. import native
 from ..hashing import digest
-from ..timeutil import US_PER_MIN, canonical_utc_us, us_to_iso
+from ..timeutil import US_PER_MIN, us_to_iso
 from . import bounds as B
 from . import reasons as R
 from .record import InvalidRecord, Record
@@ -77,8 +77,8 @@ _READ_REFUSED: Final = (msgspec.ValidationError, msgspec.DecodeError, orjson.JSO
 def read_instant(text: str) -> datetime | None:
     """The instant a text spells, as the contract's struct reads it (any zone, `T`, `t` or a
     space, any fraction), or None for a text it refuses. The C decoder's struct holds instants
-    as text (`instants_as_text`); `payload_of` reads the canonical UTC spelling itself and any
-    other through this, one call per instant, where sending the line to the general path
+    as text (`instants_as_text`); `payload_of` reads UTC spellings itself (`utc_text_us`) and
+    any other through this, one call per instant, where sending the line to the general path
     cost the whole line's decoding again."""
     try:
         return _READ_ZONED(orjson.dumps(text))
@@ -219,16 +219,12 @@ def py_payload_of(c: DecodePlan, s: msgspec.Struct
             continue
         us: i64
         if type(v) is str:
-            # The C decoder's struct holds the instant as its text (`Contract.plan`): the
-            # canonical UTC spelling is read as such, any other as the contract reads it.
-            got = canonical_utc_us(v)
-            if got is None:
-                dt = read_instant(v)
-                if dt is None:
-                    return None
-                us = _INSTANT_US(dt)
-            else:
-                us = got
+            # The C decoder's struct holds the instant as its text (`Contract.plan`), read as
+            # the contract reads it (the C reads UTC spellings itself, to the same instant).
+            dt = read_instant(v)
+            if dt is None:
+                return None
+            us = _INSTANT_US(dt)
         else:
             us = _INSTANT_US(v)
         if not MIN_US <= us <= MAX_US:
