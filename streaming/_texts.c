@@ -587,9 +587,8 @@ static int ascii_plain(const unsigned char *c, Py_ssize_t n) {
  * sorted by name (every name plain ASCII); an instant is an aware datetime or a text: a UTC
  * spelling `utc_text_us` reads is read here, any other by `read_instant` (text -> aware
  * datetime, or None for a text the contract refuses). The payload holds the members in field
- * order, each
- * instant as its canonical UTC text; `times` maps every time field to its microseconds (None
- * for an absent optional one). The JSON is the payload with sorted keys, compact, as orjson
+ * order, each instant as its canonical UTC text; `times` maps every time field to its
+ * microseconds (None for an absent optional one). The JSON is the payload with sorted keys, compact, as orjson
  * writes it: a text that needs no escape, an integer within 64 bits, true, false and null are
  * spelled here, and any other value is written by `encode` (orjson with sorted keys), so the
  * bytes are orjson's whatever the value.
@@ -1010,9 +1009,8 @@ static PyMethodDef methods[] = {
      "json_quoted(s, /)\n--\n\nThe JSON string of `s` when it needs no escape, else None."},
     {"payload_of", (PyCFunction)(void (*)(void))payload_of, METH_FASTCALL,
      "payload_of(values, fields, roles, order, encode, read_instant, /)\n--\n\nA decoded "
-     "struct's "
-     "payload, its canonical JSON and its times, or None when an ID or an instant is outside "
-     "its bounds."},
+     "struct's payload, its canonical JSON and its times, or None when an ID or an instant is "
+     "outside its bounds."},
     {"json_fill", (PyCFunction)(void (*)(void))json_fill, METH_FASTCALL,
      "json_fill(parts, kinds, values, /)\n--\n\nThe parts with the values written between "
      "them as their kinds say (i integer, s text, t instant, r raw JSON), or None when a value "

@@ -142,9 +142,9 @@ def payment_parts(rule_json: str, rule_eid: str, payment_eid: str, payment_id: s
     Where the compiled core is in use, the seven texts are one `json_fill_texts` call over
     one template: as six `json_fill` calls and an f-string they took 7,857 instructions a
     payment, as one call 7,181; most of it is writing the texts (docs/performance.md,
-    fifty-fourth round). What the C declines (a text past plain ASCII or
-    one JSON escapes, an instant outside years 1-9999) and every payment of a pure run is
-    written by `_written_payment_parts`, the definition the C's output is checked against
+    fifty-fourth round). What the C declines (a text past plain ASCII or one JSON escapes, an
+    instant outside years 1-9999) and every payment of a pure run is written by
+    `_written_payment_parts`, the definition the C's output is checked against
     (tests/test_interval_join_parts.py)."""
     fill = JSON_FILL_TEXTS
     if fill is not None:
