@@ -1,8 +1,8 @@
 /* Texts the hot path reads or writes for every record, in C: a decoded struct's payload, its
  * canonical JSON and its times in one call, an aware datetime's microseconds since the epoch,
  * an instant's canonical UTC text, the ID alphabet check, a text as a JSON string, the source's
- * plain-line guard and a block's arrival texts as microseconds, and a JSON template filled
- * with integers, texts and instants.
+ * plain-line guard and a block's arrival texts as microseconds, a JSON template filled with
+ * integers, texts and instants, and a join pair's ID with the texts that carry it.
  *
  * Why: each was a handful of interpreter calls per field. An instant went through a datetime
  * subtraction and three attribute reads of the timedelta it made, its text through msgspec's
@@ -11,12 +11,13 @@
  * microseconds, 261 ns for its text, 374 ns for the join and the search; a payment has two
  * instants and three IDs. And a fact's IDs and times went to orjson and back to be quoted
  * (docs/performance.md, thirtieth round). The payload and the guard are the thirty-first
- * round's, the template the thirty-second's, the arrival texts the thirty-seventh's (each says
- * why where it is defined).
+ * round's, the template the thirty-second's, the arrival texts the thirty-seventh's, the
+ * pair's texts the fifty-fifth's (each says why where it is defined).
  *
  * Each function but the template has a Python twin that gives the same answer (the arrival
- * texts' is `timeutil.parse_utc_us`, one text at a time)
- * (tests/test_texts.py and tests/test_canonical_payload.py compare them on generated input);
+ * texts' is `timeutil.parse_utc_us`, one text at a time; the pair's texts', the join's
+ * `_written_pair_texts`) (tests/test_texts.py, tests/test_canonical_payload.py and
+ * tests/test_interval_join_parts.py compare them on generated input);
  * the template's callers write what it declines themselves, and it is compared with orjson:
  * `streaming.contracts.canonical`, `streaming.timeutil`, `streaming.operators.base` and
  * `streaming.sources.records` use these where the compiled core is in use, their own Python
@@ -997,6 +998,104 @@ static PyObject *json_fill_texts(PyObject *module, PyObject *const *args, Py_ssi
     return result;
 }
 
+/* ------------------------------------------------------------------ a pair's texts
+ * A published pair's ID and the three texts that carry it, in one call: what the join's
+ * `_written_pair_texts` writes with four string joins and a digest (of a fifth). The ID is
+ * blake2b-128 of the payment's half of the ID's text followed by the signal's, hashed from one
+ * buffer and written as hex straight into the texts, never a text object of its own until the
+ * result. Each join took about 470 instructions a pair, the digest's text and call about 400
+ * more besides the hash (callgrind over the join operator: docs/performance.md, fifty-fifth
+ * round). */
+
+/* streaming._blake2b's `hex128` into a caller's buffer (its capsule HEX128_INTO), set when
+ * this module loads. */
+typedef void (*Hex128Into)(const char *data, size_t len, Py_UCS1 *hex);
+static Hex128Into HEX128_INTO;
+#define PID_LEN 32
+#define PUBLISH_TAIL "|publish"
+
+/* A new str of the pieces one after another (every byte ASCII). */
+static PyObject *ascii_joined(int count, const unsigned char *const *c, const Py_ssize_t *n) {
+    Py_ssize_t len = 0;
+    for (int i = 0; i < count; i++)
+        len += n[i];
+    PyObject *text = PyUnicode_New(len, 127);
+    if (text == NULL)
+        return NULL;
+    Py_UCS1 *p = PyUnicode_1BYTE_DATA(text);
+    for (int i = 0; i < count; i++) {
+        memcpy(p, c[i], (size_t)n[i]);
+        p += n[i];
+    }
+    return text;
+}
+
+enum { PID_HEAD, PID_TAIL, PAIR_HEAD, PAIR_MID, PAIR_TAIL, KEY_HEAD, PAYMENT_EID, SIGNAL_EID,
+       RULE_EID, PAIR_ARGS };
+
+static PyObject *pair_texts(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != PAIR_ARGS) {
+        PyErr_Format(PyExc_TypeError, "pair_texts() takes %d arguments", PAIR_ARGS);
+        return NULL;
+    }
+    const unsigned char *c[PAIR_ARGS];
+    Py_ssize_t n[PAIR_ARGS];
+    for (int i = 0; i < PAIR_ARGS; i++) {
+        if (!PyUnicode_CheckExact(args[i])) {
+            PyErr_Format(PyExc_TypeError, "pair_texts(): argument %d is not a str", i);
+            return NULL;
+        }
+        int viewed = ascii_view(args[i], &c[i], &n[i]);
+        if (viewed < 0)
+            return NULL;
+        if (!viewed)  /* the caller writes a text past ASCII (hashed as its UTF-8) itself */
+            Py_RETURN_NONE;
+    }
+    /* The ID's text is short (two escaped IDs, two revisions and the rule): on the stack. */
+    char local[256];
+    Py_ssize_t id_len = n[PID_HEAD] + n[PID_TAIL];
+    char *id_text = local;
+    if (id_len > (Py_ssize_t)sizeof local) {
+        id_text = PyMem_Malloc((size_t)id_len);
+        if (id_text == NULL)
+            return PyErr_NoMemory();
+    }
+    memcpy(id_text, c[PID_HEAD], (size_t)n[PID_HEAD]);
+    memcpy(id_text + n[PID_HEAD], c[PID_TAIL], (size_t)n[PID_TAIL]);
+    Py_UCS1 pid[PID_LEN];
+    HEX128_INTO(id_text, (size_t)id_len, pid);
+    if (id_text != local)
+        PyMem_Free(id_text);
+
+    static const unsigned char BAR[] = "|";
+    static const unsigned char TAIL[] = PUBLISH_TAIL;
+    const unsigned char *id_c[1] = {pid};
+    const Py_ssize_t id_n[1] = {PID_LEN};
+    const unsigned char *json_c[4] = {c[PAIR_HEAD], pid, c[PAIR_MID], c[PAIR_TAIL]};
+    const Py_ssize_t json_n[4] = {n[PAIR_HEAD], PID_LEN, n[PAIR_MID], n[PAIR_TAIL]};
+    const unsigned char *key_c[3] = {c[KEY_HEAD], pid, TAIL};
+    const Py_ssize_t key_n[3] = {n[KEY_HEAD], PID_LEN, (Py_ssize_t)sizeof TAIL - 1};
+    const unsigned char *logical_c[5] = {c[PAYMENT_EID], BAR, c[SIGNAL_EID], BAR, c[RULE_EID]};
+    const Py_ssize_t logical_n[5] = {n[PAYMENT_EID], 1, n[SIGNAL_EID], 1, n[RULE_EID]};
+    PyObject *result = PyTuple_New(4);
+    if (result == NULL)
+        return NULL;
+    PyObject *texts[4] = {ascii_joined(1, id_c, id_n), ascii_joined(4, json_c, json_n),
+                          ascii_joined(3, key_c, key_n), ascii_joined(5, logical_c, logical_n)};
+    int failed = 0;
+    for (int i = 0; i < 4; i++) {
+        if (texts[i] == NULL)
+            failed = 1;
+        else
+            PyTuple_SET_ITEM(result, i, texts[i]);  /* steals */
+    }
+    if (failed) {
+        Py_DECREF(result);  /* frees the texts made; the empty slots are NULL */
+        return NULL;
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"instant_us", instant_us, METH_O,
      "instant_us(dt, /)\n--\n\nMicroseconds since the epoch of an aware datetime."},
@@ -1019,6 +1118,12 @@ static PyMethodDef methods[] = {
      "json_fill_texts(parts, kinds, values, /)\n--\n\nAs json_fill, cut into a tuple of "
      "texts where a kind is '|' (its value is not read), or None when a value is outside its "
      "kind."},
+    {"pair_texts", (PyCFunction)(void (*)(void))pair_texts, METH_FASTCALL,
+     "pair_texts(pid_head, pid_tail, pair_head, pair_mid, pair_tail, key_head, payment_eid, "
+     "signal_eid, rule_eid, /)\n--\n\nA pair's ID (the hex digest of pid_head + pid_tail), "
+     "its JSON (pair_head, ID, pair_mid, pair_tail), its fact key (key_head, ID, '|publish') "
+     "and its logical key (the three escaped IDs joined by '|'), or None when a text is past "
+     "ASCII."},
     {"utc_us_texts", utc_us_texts, METH_O,
      "utc_us_texts(values, /)\n--\n\nThe microseconds of each text of the list when every one "
      "is a canonical UTC spelling of an existing instant, else None."},
@@ -1050,6 +1155,9 @@ PyMODINIT_FUNC PyInit__texts(void) {
         ID_CHAR[(unsigned char)*p] = 1;
     for (int c = 0; c < 256; c++)
         DIGITISH[c] = (c >= '0' && c <= '9') || c == '+';
+    HEX128_INTO = (Hex128Into)PyCapsule_Import("streaming._blake2b.HEX128_INTO", 0);
+    if (HEX128_INTO == NULL)
+        return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)
         return NULL;

@@ -6,17 +6,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import hashlib
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming.keys import escape
 from streaming.operators.base import Emit, Fact, json_scalar
 from streaming.operators.interval_join import (Entry, IntervalJoin, PaymentParts,
-                                               _written_payment_parts,
+                                               _written_pair_texts, _written_payment_parts,
                                                outcome_payload, pair_fact_key, pair_id,
                                                pair_logical_key, pair_payload, payment_parts,
                                                signal_parts)
 from streaming.timeutil import US_PER_MIN, us_to_iso
+
+from .conftest import hand_written
 
 # IDs and keys with the characters that need escaping in keys ("|", "\\") or in JSON (quotes,
 # control characters, non-ASCII; no lone surrogates: decoded UTF-8 never holds one).
@@ -132,3 +137,41 @@ def test_parts_of_a_plain_payment() -> None:
                                  '"payment_time":"2023-11-14T22:13:20Z",'
                                  '"rule_version":"ij-v1","status":')
     assert parts.outcome_key_head == "outcome|1700000000000000|p-1|3|"
+
+
+# Texts of any length around the C's 256-byte buffer for the ID's text, most of them ASCII (what
+# it writes); some past ASCII (what it declines).
+_ascii = (st.text(alphabet=st.characters(max_codepoint=127), max_size=40)
+          | st.text(alphabet=st.characters(max_codepoint=127), min_size=100, max_size=300))
+_piece = _ascii | st.text(max_size=20)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(_piece, min_size=9, max_size=9))
+def test_pair_texts_in_c_are_the_written_ones(pieces: list[str]) -> None:
+    """`_texts.pair_texts` against `_written_pair_texts`: the same four texts for ASCII ones,
+    None when any is past ASCII (the written ones then serve), and the ID is blake2b-128 of
+    the ID's text as hashlib computes it."""
+    c = hand_written("streaming._texts")
+    got = c.pair_texts(*pieces)
+    want = _written_pair_texts(*pieces)
+    assert want[0] == hashlib.blake2b((pieces[0] + pieces[1]).encode(),
+                                      digest_size=16).hexdigest()
+    if all(p.isascii() for p in pieces):
+        assert got == want
+    else:
+        assert got is None
+
+
+def test_pair_texts_of_a_plain_pair() -> None:
+    """One pair spelled out, and the arguments the C refuses."""
+    c = hand_written("streaming._texts")
+    head = "x" * 300  # the ID's text past the C's stack buffer
+    pid = hashlib.blake2b(f"{head}s-1|2".encode(), digest_size=16).hexdigest()
+    assert c.pair_texts(head, "s-1|2", '{"a":"', '","b":1,', '"c":2}', "pair|7|", "p-1", "s-1",
+                        "ij-v1") == (pid, f'{{"a":"{pid}","b":1,"c":2}}', f"pair|7|{pid}|publish",
+                                     "p-1|s-1|ij-v1")
+    with pytest.raises(TypeError, match="argument 3 is not a str"):
+        c.pair_texts("a", "b", "c", b"d", "e", "f", "g", "h", "i")
+    with pytest.raises(TypeError, match="takes 9 arguments"):
+        c.pair_texts("a", "b")

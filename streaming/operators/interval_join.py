@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import Any, Final, NamedTuple
 import heapq
 from bisect import bisect_left, insort
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from .. import native
 from ..contracts import Record
 from ..hashing import digest
 from ..keys import compose, escape
@@ -219,6 +220,26 @@ _PAYMENT_KINDS: Final = b"is|sitr|rri|i|i|ssitr|iri"
 _PAYMENT_KINDS_NO_AMOUNT: Final = b"rs|sitr|rri|i|r|ssitr|iri"  # the amount as JSON's null
 _PAIR_TAIL: Final[tuple[str, ...]] = ('"score":', ',"signal_id":', ',"signal_rev":',
                                       ',"signal_time":', "}")
+
+
+# `_texts.pair_texts` where the compiled core is in use, else None: a pair's ID, JSON, fact key
+# and logical key from the two entries' parts in one C call, or None when a text is past ASCII.
+_PAIR_TEXTS: Final[Callable[[str, str, str, str, str, str, str, str, str],
+                            tuple[str, str, str, str] | None] | None] = (
+    native.hand_written("streaming._texts", "pair_texts"))
+
+
+def _written_pair_texts(pid_head: str, pid_tail: str, pair_head: str, pair_mid: str,
+                        pair_tail: str, key_head: str, payment_eid: str, signal_eid: str,
+                        rule_eid: str) -> tuple[str, str, str, str]:
+    """A published pair's ID (`pair_id`'s digest of its text, joined from the payment's and the
+    signal's halves), its canonical JSON (`pair_payload`'s, the ID between the parts), its fact
+    key (`pair_fact_key(..., "publish")`: the head holds the payment's time) and its logical key
+    (`pair_logical_key`, of the escaped IDs). What the C (`_texts.pair_texts`) is checked
+    against, and what writes a pair whose texts it declines."""
+    pid = digest(f"{pid_head}{pid_tail}")
+    return (pid, f"{pair_head}{pid}{pair_mid}{pair_tail}", f"{key_head}{pid}|publish",
+            f"{payment_eid}|{signal_eid}|{rule_eid}")
 
 
 # An outcome's status is one of three words: its JSON text and the closing brace, once.
@@ -493,14 +514,23 @@ class IntervalJoin:
 
     def _publish(self, p: Entry, s: Entry, out: Emit) -> str:
         # The fact of pair_payload(...) under pair_fact_key(...), assembled from the entries'
-        # cached parts (see `payment_parts`).
+        # cached parts (see `payment_parts`): in one C call where the compiled core is in use
+        # (as four joins and a digest, 3,955 instructions a pair besides the hash; one call,
+        # docs/performance.md, fifty-fifth round), else, or for texts past ASCII, written here.
         pp = p.payment_parts or self._payment_parts(p)
         sp = s.signal_parts or self._signal_parts(s)
-        pid = digest(f"{pp.pid_head}{sp.pid_tail}")
-        pjson = f"{pp.pair_head}{pid}{pp.pair_mid}{sp.pair_tail}"
-        out.facts.append(Fact(
-            f"{pp.fact_key_head}{pid}|publish", "pair", f"{p.eid}|{s.eid}|{self._rule_eid}",
-            "current", None, HASH_LATER, None, pjson))
+        texts: tuple[str, str, str, str] | None = None
+        fill = _PAIR_TEXTS
+        if fill is not None:
+            texts = fill(pp.pid_head, sp.pid_tail, pp.pair_head, pp.pair_mid, sp.pair_tail,
+                         pp.fact_key_head, p.eid, s.eid, self._rule_eid)
+        if texts is None:
+            texts = _written_pair_texts(pp.pid_head, sp.pid_tail, pp.pair_head, pp.pair_mid,
+                                        sp.pair_tail, pp.fact_key_head, p.eid, s.eid,
+                                        self._rule_eid)
+        pid, pjson, fact_key, logical_key = texts
+        out.facts.append(Fact(fact_key, "pair", logical_key, "current", None, HASH_LATER, None,
+                              pjson))
         p.matches[s.id] = pid
         s.matches[p.id] = pid
         self._pairs_published += 1
