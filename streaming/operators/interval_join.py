@@ -515,8 +515,9 @@ class IntervalJoin:
     def _publish(self, p: Entry, s: Entry, out: Emit) -> str:
         # The fact of pair_payload(...) under pair_fact_key(...), assembled from the entries'
         # cached parts (see `payment_parts`): in one C call where the compiled core is in use
-        # (as four joins and a digest, 3,955 instructions a pair besides the hash; one call,
-        # docs/performance.md, fifty-fifth round), else, or for texts past ASCII, written here.
+        # (four joins and a digest took 3,955 instructions a pair, the one call 3,001, of
+        # which the hash is 1,818: docs/performance.md, fifty-fifth round), else, or for
+        # texts past ASCII, written here.
         pp = p.payment_parts or self._payment_parts(p)
         sp = s.signal_parts or self._signal_parts(s)
         texts: tuple[str, str, str, str] | None = None
