@@ -193,33 +193,39 @@ _RUN_CUT: Final = 1024
 
 class TimeQueue:
     """(time, item) pairs taken out oldest first, equal times in item order: what a heap of
-    (time, item) tuples gives, kept as the distinct times (plain ints) and the items at each
-    time. A tuple heap compares tuples at every level of every push and pop (2.7 us a pop and
-    push against 0.5 us for ints, measured over 22,000 entries); ints compare in C.
+    (time, item) tuples gives, kept as plain ints and items. A tuple heap compares tuples at
+    every level of every push and pop (2.7 us a pop and push against 0.5 us for ints, measured
+    over 22,000 entries); ints compare in C.
 
-    A queue whose times mostly come in increasing order (`mostly_ordered`: the join places
-    entries and they leave state roughly as time goes on, about four pushes in five in order)
-    holds them in two places: a run of times pushed in increasing order (`run`, taken from
-    `head` on, a read and a step each), and a heap of the others. A heap made each of them
-    walk its levels twice, in and out (docs/performance.md, twenty-ninth round). The oldest
-    time is the smaller of the two fronts; a time is in one of the two, never both. Any other
-    queue (the receipt scorer's, three pushes in four out of order) keeps every time in the
-    heap: there the run's comparisons cost more than it saved.
+    A queue whose times mostly come in order (`mostly_ordered`: the join places entries and
+    they leave state roughly as time goes on, about four pushes in five in order) holds them in
+    two places. A pair pushed at or after the last one in the run (`run`, its times never
+    decreasing, with `run_items` beside it) is appended there and later taken from `head` on:
+    a read and a step each. The others go to the heap. A heap made each of them walk its levels
+    twice, in and out (docs/performance.md, twenty-ninth round), and a dictionary from time to
+    items made each of them a lookup and a store in and a search and a delete out, the most of
+    a pair's cost (fifty-fifth round): the run's pairs are in no dictionary. Any other queue
+    (the receipt scorer's, three pushes in four out of order) keeps every pair in the heap:
+    there the run's comparisons cost more than it saved.
 
-    A time with one item holds the item itself, not a list of one: most times hold one, and
-    a list per time was an object the garbage collector walks on every full collection, where
-    the tuples it replaced were untracked (a million of them in a receipt scorer's dedup
-    horizon). Items are never lists."""
+    The heap holds each of its times once: `items` maps it to its item, or to a list of its
+    items when it has several (most hold one, and a list per time was an object the garbage
+    collector walks on every full collection, where the tuples it replaced were untracked).
+    Items are never lists. A time may be in the run and in the heap both; it is taken out
+    from both at once, its items sorted."""
 
-    __slots__ = ("run", "head", "heap", "items", "size", "mostly_ordered")
+    __slots__ = ("run", "run_items", "head", "heap", "items", "size", "mostly_ordered")
 
     def __init__(self, pairs: Iterable[tuple[int, Any]] = (),
                  mostly_ordered: bool = False) -> None:
         self.mostly_ordered = mostly_ordered
-        self.run: list[int] = []  # increasing; run[head:] not taken yet (empty unless ordered)
+        # Times not decreasing, their items beside them; [head:] not taken yet (both empty
+        # unless ordered; a taken item's place holds None until the front is cut off).
+        self.run: list[int] = []
+        self.run_items: list[Any] = []
         self.head = 0
-        self.heap: list[int] = []  # the times pushed out of order
-        self.items: dict[int, Any] = {}  # time -> its item, or a list of its items
+        self.heap: list[int] = []  # the other times, each once
+        self.items: dict[int, Any] = {}  # a heap time -> its item, or a list of its items
         self.size = 0
         for t, item in pairs:
             self.push(t, item)
@@ -229,33 +235,35 @@ class TimeQueue:
 
     def push(self, t: Any, item: Any) -> None:
         # `t` is an int; typed Any so that the compiled core (streaming.native) keeps the
-        # caller's int object instead of unboxing it and boxing a new one for the dict key and
-        # another for the run or heap: 64 bytes per push that the interpreter shares.
+        # caller's int object instead of unboxing it and boxing a new one for the run or the
+        # heap and the dict key: 64 bytes per push that the interpreter shares.
+        self.size += 1
+        if self.mostly_ordered:
+            run = self.run
+            n = len(run)
+            if self.head == n:  # the run is used up: it starts again at t
+                if n:
+                    run.clear()
+                    self.run_items.clear()
+                    self.head = 0
+                run.append(t)
+                self.run_items.append(item)
+                return
+            time: int = t  # compared as a machine integer; `t` itself is what is stored
+            last: int = run[n - 1]
+            if time >= last:
+                run.append(t)
+                self.run_items.append(item)
+                return
         items = self.items
         at = items.get(t)
         if at is None:
             items[t] = item
-            if not self.mostly_ordered:
-                _HEAPPUSH(self.heap, t)
-                self.size += 1
-                return
-            run = self.run
-            n = len(run)
-            time: int = t  # compared as a machine integer; `t` itself is what is stored
-            if self.head == n:  # the run is used up: it starts again at t
-                if n:
-                    run.clear()
-                    self.head = 0
-                run.append(t)
-            elif time > run[n - 1]:
-                run.append(t)
-            else:
-                _HEAPPUSH(self.heap, t)
+            _HEAPPUSH(self.heap, t)
         elif type(at) is list:
             at.append(item)
         else:
             items[t] = [at, item]
-        self.size += 1
 
     def first(self) -> int | None:
         """The oldest time held, or None when empty."""
@@ -272,27 +280,55 @@ class TimeQueue:
     def pop_time(self) -> tuple[int, list[Any] | tuple[Any]]:
         """Take out the oldest time and its items, in item order."""
         run, heap, head = self.run, self.heap, self.head
-        if head < len(run) and (not heap or run[head] < heap[0]):
+        n = len(run)
+        if head < n and (not heap or run[head] <= heap[0]):
             t = run[head]
+            run_items = self.run_items
+            item = run_items[head]
+            run_items[head] = None
             head += 1
-            if head >= _RUN_CUT and 2 * head >= len(run):
-                # The taken front cut off once it is half the run: each time is moved at
-                # most once on average, and the run holds no more than twice what is left.
+            time: int = t
+            more = head < n and run[head] == time
+            in_heap = len(heap) > 0 and heap[0] == time
+            if more or in_heap:
+                # Several items at this time: from the run's next places, and the heap's.
+                several = [item]
+                while head < n and run[head] == time:
+                    several.append(run_items[head])
+                    run_items[head] = None
+                    head += 1
+                if in_heap:
+                    _HEAPPOP(heap)
+                    # `dict.pop`: see below.
+                    extra = self.items.pop(t)
+                    if type(extra) is list:
+                        several.extend(extra)
+                    else:
+                        several.append(extra)
+                several.sort()
+                found: list[Any] | tuple[Any] = several
+            else:
+                found = (item,)
+            if head >= _RUN_CUT and 2 * head >= n:
+                # The taken front cut off once it is half the run: each place is moved at most
+                # once on average, and the run holds no more than twice what is left.
                 del run[:head]
+                del run_items[:head]
                 head = 0
             self.head = head
-        else:
-            t = _HEAPPOP(heap)
+            self.size -= len(found)
+            return t, found
+        t = _HEAPPOP(heap)  # below the run's next time: the run holds none of it
         # `dict.pop`, though compiled it is a method looked up by name: a lookup and a delete
         # as two dictionary primitives cost more (callgrind, forty-ninth round), each searching
         # with the time boxed anew, not the key object the dictionary holds.
-        at = self.items.pop(t)
-        if type(at) is not list:
+        held = self.items.pop(t)
+        if type(held) is not list:
             self.size -= 1
-            return t, (at,)
-        at.sort()
-        self.size -= len(at)
-        return t, at
+            return t, (held,)
+        held.sort()
+        self.size -= len(held)
+        return t, held
 
     def pop_before(self, bound: int) -> Iterator[tuple[int, Any]]:
         """Take out, in order, every pair with time < bound. The items of one time leave
@@ -303,14 +339,18 @@ class TimeQueue:
             for item in at:
                 yield t, item
 
-    def _at(self, t: int) -> list[Any]:
-        at = self.items[t]
-        return sorted(at) if type(at) is list else [at]
-
     def pairs(self) -> list[tuple[int, Any]]:
         """Every pair, in the order they would be taken out (for checkpoints and views)."""
-        return [(t, item) for t in sorted(self.run[self.head:] + self.heap)
-                for item in self._at(t)]
+        run, run_items = self.run, self.run_items
+        out = [(run[i], run_items[i]) for i in range(self.head, len(run))]
+        for t in self.heap:
+            at = self.items[t]
+            if type(at) is list:
+                out.extend((t, item) for item in at)
+            else:
+                out.append((t, at))
+        out.sort()
+        return out
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         return iter(self.pairs())
