@@ -1155,6 +1155,12 @@ PyMODINIT_FUNC PyInit__texts(void) {
         ID_CHAR[(unsigned char)*p] = 1;
     for (int c = 0; c < 256; c++)
         DIGITISH[c] = (c >= '0' && c <= '9') || c == '+';
+    /* PyCapsule_Import imports only the package and reads the rest as attributes: the module
+     * is imported first, so this one loads whichever of the two is asked for first. */
+    PyObject *blake2b = PyImport_ImportModule("streaming._blake2b");
+    if (blake2b == NULL)
+        return NULL;
+    Py_DECREF(blake2b);
     HEX128_INTO = (Hex128Into)PyCapsule_Import("streaming._blake2b.HEX128_INTO", 0);
     if (HEX128_INTO == NULL)
         return NULL;

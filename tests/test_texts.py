@@ -465,3 +465,18 @@ def test_json_fill_refuses_a_malformed_template(c):
         c.json_fill(("é", "]"), b"i", (1,))
     with pytest.raises(TypeError):
         c.json_fill(("[", "]"), b"i")
+
+
+def test_the_texts_module_loads_first_in_a_fresh_process(c):
+    """`_texts` takes the hash from `_blake2b` when it loads: imported alone, before anything
+    else of the package, it loads it itself."""
+    import subprocess
+    import sys
+
+    code = ("import streaming._texts as t, hashlib; "
+            "print(t.pair_texts('a', 'b', '', '', '', '', 'p', 's', 'r')[0] == "
+            "hashlib.blake2b(b'ab', digest_size=16).hexdigest())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
