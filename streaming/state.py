@@ -159,6 +159,16 @@ class KeyedSide(Held):
         idx = self.keys.get(key)
         if idx is None:
             return []
+        last: int = idx.times[-1]  # an index in `keys` is never empty
+        if last < bound:
+            # Every entry goes (most evictions of a key that is not hot): the key's index
+            # leaves whole, its list of items the answer, with no slicing of its three lists
+            # (3.5% of the join operator's instructions: docs/performance.md, fifty-fifth
+            # round).
+            del self.keys[key]
+            out = idx.items
+            self.release(idx.bytes, len(out))
+            return out
         out = idx.pop_before(bound)
         if out:
             freed = 0
