@@ -86,3 +86,5 @@ def test_a_keyed_side_releases_the_sizes_of_the_entries_it_gives_up() -> None:
     assert side.pop_before("a", 31) == a[2:]
     assert "a" not in side.keys
     assert (side.records, side.bytes) == (2, 1040)
+    assert side.pop_before("b", 51) == b  # every entry of a key at once: its index leaves whole
+    assert "b" not in side.keys and (side.records, side.bytes) == (0, 0)
