@@ -53,7 +53,7 @@ def test_pop_time_hands_out_one_time_with_its_items_sorted(ordered):
     assert queue.pop_time() == (3, ["y", "z"])  # several items at a time: a sorted list
     assert list(queue.pop_before(6)) == [(5, "a"), (5, "b")]
     assert len(queue) == 1 and queue.pairs() == [(9, "c")] and list(queue) == [(9, "c")]
-    assert list(queue.pop_before(9)) == [] and queue.pop_time() == (9, ("c",))  # one item
+    assert list(queue.pop_before(9)) == [] and queue.pop_time() == (9, ["c"])  # one item
     assert len(queue) == 0 and queue.first() is None
 
 
@@ -92,13 +92,13 @@ def test_times_pushed_in_order_never_enter_the_heap():
     queue = TimeQueue(((t, f"e{t}") for t in range(5000)), mostly_ordered=True)
     assert queue.heap == [] and len(queue.run) == 5000
     taken = [queue.pop_time() for _ in range(3000)]
-    assert taken == [(t, (f"e{t}",)) for t in range(3000)]
+    assert taken == [(t, [f"e{t}"]) for t in range(3000)]
     # The taken front was cut as it grew: the run holds at most twice what is left.
     assert len(queue.run) - queue.head == 2000 and len(queue.run) <= 2 * 2000 + 1024
     queue.push(10, "late")  # below the run's end: into the heap, and taken first
     assert queue.heap == [10] and queue.first() == 10 and queue.has_before(11)
     assert not queue.has_before(10)
-    assert queue.pop_time() == (10, ("late",)) and queue.first() == 3000
+    assert queue.pop_time() == (10, ["late"]) and queue.first() == 3000
     while len(queue):
         queue.pop_time()
     queue.push(7, "again")  # the run was used up: it starts again, below where it ended

@@ -141,8 +141,10 @@ class IdentityIndex:
         ts, ws = self.time_slot, self.where_slot
         changed = self.changed
         forgotten = 0
+        eids: list[str] = []
         while queue.has_before(bound):
-            t, eids = queue.pop_time()
+            eids.clear()
+            t = queue.take_time(eids)
             for eid in eids:
                 row = rows.get(eid)
                 if row is None:

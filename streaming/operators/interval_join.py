@@ -695,8 +695,11 @@ class IntervalJoin:
                 # The queue holds one (time, key) per entry placed; the first pop of a key
                 # evicts all of its entries below the bound, so its later pops are skipped.
                 done = set()
+                keys: list[str] = []
                 while queue.has_before(bound):
-                    for key in queue.pop_time()[1]:
+                    keys.clear()
+                    queue.take_time(keys)
+                    for key in keys:
                         if key not in done:
                             done.add(key)
                             self._evict(other, key, bound, out)

@@ -597,16 +597,21 @@ class ReceiptScorer:
         self.wm = wm
         pending = self.pending
         due = wm + 1  # every receipt at or before the watermark
+        rids: list[str] = []
         while pending.has_before(due):
-            for rid in pending.pop_time()[1]:
+            rids.clear()
+            pending.take_time(rids)
+            for rid in rids:
                 self._score(self.entries[rid], self.merchant_of[rid], out)
         self._evict_below(wm - RETENTION_US if wm <= LAST_FINITE else POS_INF)
 
     def _evict_below(self, bound: int) -> None:
         queue, deads = self._evict, self._dead
         entries, merchant_of, held = self.entries, self.merchant_of, self.held
+        merchants: list[str] = []
         while queue.has_before(bound):
-            t, merchants = queue.pop_time()
+            merchants.clear()
+            t = queue.take_time(merchants)
             for merchant in merchants:
                 times = self._times.get(merchant)
                 dead = deads.get(merchant, 0)
