@@ -60,7 +60,8 @@ def test_identity_changes_carry_each_row_as_it_stands_without_reading_the_map_ba
     part.mark()
     ids.remember("p3", [1, "h3", 300, LIVE])
     ids.remember("p1", [2, "h1b", 150, LIVE])  # a correction: a new row object
-    ids.left_state([("p2", 1), ("p3", 1)], "closed")  # changes the rows in place
+    ids.left_state("p2", 1, "closed")  # changes the rows in place
+    ids.left_state("p3", 1, "closed")
     ids.rows["p3"][1] = "h3b"  # in place after it was recorded: the recorded object is it
     assert ids.evict_before(250) == 1  # p2 left live state at 200: forgotten
     got = part.changes()

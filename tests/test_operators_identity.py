@@ -91,7 +91,8 @@ def test_left_state_marks_only_the_latest_versions():
     for rec in (record(pay("a", M, 0)), record(pay("b", M, 1)), record(pay("c", M, 2, rev=2))):
         remember(ix, rec)
     # "c" left state at revision 1, but revision 2 is the latest seen: its row stays live.
-    ix.left_state([("a", 1), ("b", 1), ("c", 1), ("gone", 1)], "evicted")
+    for eid in ("a", "b", "c", "gone"):
+        ix.left_state(eid, 1, "evicted")
     assert [ix[e][WHERE] for e in "abc"] == ["evicted", "evicted", LIVE]
     assert sorted(eid for _, eid in ix.candidates) == ["a", "b"]
     assert ix.evict_before(ix["c"][T] + US_PER_MIN) == 2

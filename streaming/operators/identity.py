@@ -110,29 +110,30 @@ class IdentityIndex:
         TimeQueue.push does, instead of a new one boxed by compiled code.)"""
         self.candidates.push(t, eid)
 
-    def left_state(self, versions: list[tuple[str, int]], where: Any) -> None:
-        """The versions `(id, revision)` left live state (`where` says where they went): each
-        one still the latest seen is marked so and named a candidate at its event time."""
-        rows, candidates = self.rows, self.candidates
-        ws, ts = self.where_slot, self.time_slot
+    def left_state(self, eid: str, rev: int, where: Any) -> None:
+        """Version `rev` of `eid` left live state (`where` says where it went): if it is still
+        the latest seen, it is marked so and named a candidate at its event time. One version a
+        call: an operator evicting several calls it for each as it walks them, where a list of
+        (id, revision) tuples built for one call cost the tuples and the list (callgrind,
+        fifty-fifth round)."""
+        ws = self.where_slot
         if ws is None:
             raise ValueError("left_state needs an index with a where slot")
-        changed = self.changed
-        for eid, rev in versions:
-            row = rows.get(eid)
-            if row is None:
-                continue
-            # The row's revision read as an int: compared as the object it is, the comparison
-            # was the interpreter's generic one (callgrind, fifty-second round).
-            row_rev: int = row[REV]
-            if row_rev == rev:
-                row[ws] = where
-                # Called on the queue, not through a bound method taken once: compiled, the
-                # method is then a direct call, where the bound one was a generic attribute
-                # lookup and a call through the interpreter's protocol (callgrind).
-                candidates.push(row[ts], eid)
-                if changed is not None:
-                    changed[eid] = row
+        row = self.rows.get(eid)
+        if row is None:
+            return
+        # The row's revision read as an int: compared as the object it is, the comparison
+        # was the interpreter's generic one (callgrind, fifty-second round).
+        row_rev: int = row[REV]
+        if row_rev == rev:
+            row[ws] = where
+            # Called on the queue, not through a bound method taken once: compiled, the
+            # method is then a direct call, where the bound one was a generic attribute
+            # lookup and a call through the interpreter's protocol (callgrind).
+            self.candidates.push(row[self.time_slot], eid)
+            changed = self.changed
+            if changed is not None:
+                changed[eid] = row
 
     def evict_before(self, bound: int) -> int:
         """Forget the candidates with event time < bound whose rows are as they were when

@@ -726,13 +726,13 @@ class IntervalJoin:
         """`gone`, entries of `key` oldest first, left state; the caller then offers the key to
         `_maybe_drop_key` (once per eviction step: the maxima fold the same whether a key drops
         after each entry or after all of them)."""
-        live = side.live
+        live, ids = side.live, side.ids
         for e in gone:
             # `in`, then `del`: compiled, `dict.pop` is a method looked up by name per call.
             if e.id in live:
                 del live[e.id]
-        # Their identities left live state: candidates for forgetting from now on.
-        side.ids.left_state([(e.id, e.rev) for e in gone], EVICTED)
+            # Its identity left live state: a candidate for forgetting from now on.
+            ids.left_state(e.id, e.rev, EVICTED)
         prev = side.evicted_max.get(key)
         if prev is None:
             prev = self._fallback(side)
