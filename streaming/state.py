@@ -7,7 +7,6 @@ hot key and the state peak are observable without walking the state."""
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
@@ -22,6 +21,58 @@ _HEAPPUSH: Final[Callable[[list[Any], Any], None]] = (
     native.hand_written("streaming._heap", "heappush") or heapq.heappush)
 _HEAPPOP: Final[Callable[[list[Any]], Any]] = (
     native.hand_written("streaming._heap", "heappop") or heapq.heappop)
+
+
+# ---------------------------------------------------------------- searches of sorted times
+def first_at_or_after(times: list[int], t: int, lo: int) -> int:
+    """`bisect_left(times, t, lo)` on C integers: compiled, a call of the bisect module boxes
+    its arguments and compares int objects (`bisect_right(times, t, lo)` is this search for
+    t + 1: the times are ints)."""
+    return _first_at_or_after_in(times, t, lo, len(times))
+
+
+def first_at_or_after_near(times: list[int], t: int, lo: int, near: int) -> int:
+    """`first_at_or_after(times, t, lo)`, searched outwards from index `near` (any int: it is
+    clamped to [lo, len(times)]) in steps that double, then by halves between the last two.
+
+    A receipt scorer's lookups of a merchant land next to where the one before landed: its
+    window's bounds move forward a few entries per receipt scored, and eviction cuts a few
+    entries off the front.
+    A search from the middle of the list instead reads about ten times, each an int object
+    written minutes of event time ago (a cache miss apiece). The answer does not depend on
+    `near`; only the number of reads does."""
+    n = len(times)
+    if near < lo:
+        near = lo
+    elif near > n:
+        near = n
+    step = 1
+    if near < n and times[near] < t:
+        below = near  # the answer lies past it
+        above = near + 1
+        while above < n and times[above] < t:
+            below = above
+            step += step
+            above = below + step
+        return _first_at_or_after_in(times, t, below + 1, above if above < n else n)
+    above = near  # the answer lies at or before it
+    below = near - 1
+    while below >= lo and times[below] >= t:
+        above = below
+        step += step
+        below = above - step
+    return _first_at_or_after_in(times, t, below + 1 if below >= lo else lo, above)
+
+
+def _first_at_or_after_in(times: list[int], t: int, lo: int, hi: int) -> int:
+    """`bisect_left(times, t, lo, hi)` on C integers."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if times[mid] < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 class Held:
@@ -90,7 +141,7 @@ class TimeIndex:
         else:
             # After every entry at or below (t, seq): past the equal times, then back over
             # those of them with a later sequence.
-            i = bisect_right(times, t)
+            i = first_at_or_after(times, t + 1, 0)
             while i > 0 and times[i - 1] == t and seqs[i - 1] > seq:
                 i -= 1
             times.insert(i, t)
@@ -101,11 +152,12 @@ class TimeIndex:
     def range(self, lo: int, hi: int) -> list[Any]:
         """Items with lo <= t <= hi (both inclusive), oldest first: a slice, taken in C."""
         times = self.times
-        return self.items[bisect_left(times, lo):bisect_right(times, hi)]
+        first = first_at_or_after(times, lo, 0)
+        return self.items[first:first_at_or_after(times, hi + 1, first)]
 
     def pop_before(self, bound: int) -> list[Any]:
         """Remove and return items with t < bound, oldest first."""
-        i = bisect_left(self.times, bound)
+        i = first_at_or_after(self.times, bound, 0)
         if i == 0:
             return []
         out = self.items[:i]
@@ -117,7 +169,7 @@ class TimeIndex:
     def remove(self, t: int, seq: int) -> Any:
         """Remove the entry (t, seq) and return its item, or None when none is held."""
         times, seqs = self.times, self.seqs
-        i = bisect_left(times, t)
+        i = first_at_or_after(times, t, 0)
         n = len(times)
         while i < n and times[i] == t:
             if seqs[i] == seq:

@@ -33,7 +33,7 @@ from ..contracts import Record
 from ..hashing import digest
 from ..models.logistic import LogisticScorer
 from ..models.registry import Model
-from ..state import Held, TimeQueue
+from ..state import Held, TimeQueue, first_at_or_after, first_at_or_after_near
 from ..timeutil import LAST_FINITE, NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, HASH_LATER, INT64_MAX, JSON_FILL,
                    ROUTED, BoundedTexts, Emit, Fact, QueueEntry, fits_int64, json_recurring,
@@ -89,55 +89,6 @@ PENDING: Final = 0
 SCORED: Final = 1
 HISTORY: Final = 2  # a reconciliation record, never scored live
 ID_T: Final = 2  # identity row (operators.identity): [revision, payload_hash, occurred_us]
-
-
-def first_at_or_after(times: list[int], t: int, lo: int) -> int:
-    """`bisect_left(times, t, lo)` on C integers: compiled, a call of the bisect module boxes
-    its arguments and compares int objects."""
-    return _first_at_or_after_in(times, t, lo, len(times))
-
-
-def first_at_or_after_near(times: list[int], t: int, lo: int, near: int) -> int:
-    """`first_at_or_after(times, t, lo)`, searched outwards from index `near` (any int: it is
-    clamped to [lo, len(times)]) in steps that double, then by halves between the last two.
-
-    A merchant's lookups land next to where the one before landed: its window's bounds move
-    forward a few entries per receipt scored, and eviction cuts a few entries off the front.
-    A search from the middle of the list instead reads about ten times, each an int object
-    written minutes of event time ago (a cache miss apiece). The answer does not depend on
-    `near`; only the number of reads does."""
-    n = len(times)
-    if near < lo:
-        near = lo
-    elif near > n:
-        near = n
-    step = 1
-    if near < n and times[near] < t:
-        below = near  # the answer lies past it
-        above = near + 1
-        while above < n and times[above] < t:
-            below = above
-            step += step
-            above = below + step
-        return _first_at_or_after_in(times, t, below + 1, above if above < n else n)
-    above = near  # the answer lies at or before it
-    below = near - 1
-    while below >= lo and times[below] >= t:
-        above = below
-        step += step
-        below = above - step
-    return _first_at_or_after_in(times, t, below + 1 if below >= lo else lo, above)
-
-
-def _first_at_or_after_in(times: list[int], t: int, lo: int, hi: int) -> int:
-    """`bisect_left(times, t, lo, hi)` on C integers."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if times[mid] < t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 def _encoded(e: list[Any]) -> None:
