@@ -37,10 +37,9 @@ def first_at_or_after_near(times: list[int], t: int, lo: int, near: int) -> int:
 
     A receipt scorer's lookups of a merchant land next to where the one before landed: its
     window's bounds move forward a few entries per receipt scored, and eviction cuts a few
-    entries off the front.
-    A search from the middle of the list instead reads about ten times, each an int object
-    written minutes of event time ago (a cache miss apiece). The answer does not depend on
-    `near`; only the number of reads does."""
+    entries off the front. A search from the middle of the list instead reads about ten
+    times, each an int object written minutes of event time ago (a cache miss apiece). The
+    answer does not depend on `near`; only the number of reads does."""
     n = len(times)
     if near < lo:
         near = lo
@@ -215,7 +214,7 @@ class KeyedSide(Held):
         if last < bound:
             # Every entry goes (most evictions of a key that is not hot): the key's index
             # leaves whole, its list of items the answer, with no slicing of its three lists
-            # (3.5% of the join operator's instructions: docs/performance.md, fifty-fifth
+            # (3.9% of the join operator's instructions: docs/performance.md, fifty-fifth
             # round).
             del self.keys[key]
             out = idx.items
@@ -265,8 +264,8 @@ class TimeQueue:
     decreasing, with `run_items` beside it) is appended there and later taken from `head` on:
     a read and a step each. The others go to the heap. A heap made each of them walk its levels
     twice, in and out (docs/performance.md, twenty-ninth round), and a dictionary from time to
-    items made each of them a lookup and a store in and a search and a delete out, the most of
-    a pair's cost (fifty-fifth round): the run's pairs are in no dictionary. Any other queue
+    items made each of them a lookup and a store in and a search and a delete out, most of a
+    pair's cost (fifty-fifth round): the run's pairs are in no dictionary. Any other queue
     (the receipt scorer's, three pushes in four out of order) keeps every pair in the heap:
     there the run's comparisons cost more than it saved.
 
