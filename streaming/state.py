@@ -192,12 +192,14 @@ class KeyedSide(Held):
         self.name = name
         self.keys: dict[str, TimeIndex] = {}
 
-    def insert(self, key: str, t: int, seq: int, item: Any, size: int) -> None:
+    def insert(self, key: str, t: int, seq: int, item: Any, size: int) -> TimeIndex:
+        """Returns the key's index, for a caller that reads it next (the join's peaks)."""
         idx = self.keys.get(key)
         if idx is None:
             idx = self.keys[key] = TimeIndex()
         idx.insert(t, seq, item, size)
         self.hold(size)
+        return idx
 
     def probe(self, key: str, lo: int, hi: int) -> list[Any]:
         idx = self.keys.get(key)

@@ -25,7 +25,7 @@ from .. import native
 from ..contracts import Record
 from ..hashing import digest
 from ..keys import compose, escape
-from ..state import HeldEntry, KeyedSide, TimeQueue
+from ..state import HeldEntry, KeyedSide, TimeIndex, TimeQueue
 from ..timeutil import LAST_FINITE, NEG_INF, POS_INF, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, HASH_LATER, JSON_FILL, JSON_FILL_TEXTS, ROUTED, Emit, Fact,
                    QueueEntry, json_scalar)
@@ -590,19 +590,27 @@ class IntervalJoin:
         self._insert(side, other, self._new_entry(rec), out)
 
     def _insert(self, side: Side, other: Side, e: Entry, out: Emit) -> None:
-        self._place(side, e)
-        if side.is_payment:
-            for s in other.state.probe(e.key, e.t - side.lower, e.t + side.upper):
-                self._publish(e, s, out)
-            if not e.matches:
-                self._outcome(e, "provisional", out)
+        # The key's two indexes, looked up once: the probe reads the other's, and the peaks
+        # read both unless an eviction may have changed them (each lookup of a key cost about
+        # 150 instructions; docs/performance.md, fifty-sixth round).
+        own = self._place(side, e)
+        theirs = other.state.keys.get(e.key)
+        if theirs is not None:
+            lo, hi = e.t - side.lower, e.t + side.upper
+            if side.is_payment:
+                for s in theirs.range(lo, hi):
+                    self._publish(e, s, out)
+            else:
+                for p in theirs.range(lo, hi):
+                    self._publish(p, e, out)
+                    if p.outcome == "provisional":
+                        self._outcome(p, "retracted", out)
+        if side.is_payment and not e.matches:
+            self._outcome(e, "provisional", out)
+        if self._evict_if_beyond_horizon(side, other, e, out):
+            self._track_peak(e.key)
         else:
-            for p in other.state.probe(e.key, e.t - side.lower, e.t + side.upper):
-                self._publish(p, e, out)
-                if p.outcome == "provisional":
-                    self._outcome(p, "retracted", out)
-        self._evict_if_beyond_horizon(side, other, e, out)
-        self._track_peak(e.key)
+            self._track_peak_of(e.key, own, theirs)
 
     # ------------------------------------------------------------------ corrections
     def _correct(self, side: Side, other: Side, rec: Record, known: list[Any],
@@ -669,18 +677,23 @@ class IntervalJoin:
         self._evict_if_beyond_horizon(side, other, new, out)
         self._track_peak(new.key)
 
-    def _place(self, side: Side, e: Entry) -> None:
-        """Insert an entry into its side's state, eviction order and (opt-in) TTL heap."""
-        side.state.insert(e.key, e.t, e.seq, e, e.size)
+    def _place(self, side: Side, e: Entry) -> TimeIndex:
+        """Insert an entry into its side's state, eviction order and (opt-in) TTL heap;
+        returns the index of its key."""
+        idx = side.state.insert(e.key, e.t, e.seq, e, e.size)
         side.live[e.id] = e
         side.eviction_order.push(e.t, e.key)
         if self.ttl is not None:
             heapq.heappush(self._ttl_heap, (e.arrival, e.seq, side.topic, e.id))
+        return idx
 
-    def _evict_if_beyond_horizon(self, side: Side, other: Side, e: Entry, out: Emit) -> None:
-        # Already beyond the horizon (a late join, or the other input ran ahead): evict now.
+    def _evict_if_beyond_horizon(self, side: Side, other: Side, e: Entry, out: Emit) -> bool:
+        """Already beyond the horizon (a late join, or the other input ran ahead): evict now.
+        True when it evicted."""
         if e.t + side.upper < other.wm:
             self._evict(side, e.key, other.wm - side.upper, out)
+            return True
+        return False
 
     # ------------------------------------------------------------------ time
     def on_watermark(self, topic: str, wm: int, out: Emit) -> None:
@@ -810,6 +823,12 @@ class IntervalJoin:
                 "hot_key_bytes": self._hot_key_bytes}
 
     def _track_peak(self, key: str) -> None:
+        self._track_peak_of(key, self.payments.state.keys.get(key),
+                            self.signals.state.keys.get(key))
+
+    def _track_peak_of(self, key: str, one: TimeIndex | None, two: TimeIndex | None) -> None:
+        """The peaks after a record, with `one` and `two` the indexes of `key` on the two
+        sides (either order; None where the side holds none)."""
         pay, sig = self.payments.state, self.signals.state
         recs = pay.records + sig.records
         if recs > self._peak_records:
@@ -819,14 +838,12 @@ class IntervalJoin:
             self._peak_bytes = b
         # Per record: `is None` and len(.times) stay in C (a TimeIndex's truth value and
         # len() would each call its Python __len__).
-        pi = pay.keys.get(key)
-        si = sig.keys.get(key)
-        n = (0 if pi is None else len(pi.times)) + (0 if si is None else len(si.times))
+        n = (0 if one is None else len(one.times)) + (0 if two is None else len(two.times))
         if n > self._hot_key_records:
             self._hot_key = key
             self._hot_key_records = n
-            self._hot_key_bytes = ((0 if pi is None else pi.bytes)
-                                   + (0 if si is None else si.bytes))
+            self._hot_key_bytes = ((0 if one is None else one.bytes)
+                                   + (0 if two is None else two.bytes))
 
     def hottest_key(self) -> tuple[str, int, int] | None:
         best = None
