@@ -365,6 +365,34 @@ static PyObject *json_quoted(PyObject *module, PyObject *s) {
     return out;
 }
 
+/* plain_key_part(s): `s` itself when it holds neither '|' nor a backslash, the two characters
+ * `streaming.keys.escape` escapes in a key part, so escaping would give it back unchanged;
+ * None otherwise, or for a subclass of str, for the caller to escape. */
+static PyObject *plain_key_part(PyObject *module, PyObject *s) {
+    if (!PyUnicode_Check(s)) {
+        PyErr_Format(PyExc_TypeError, "plain_key_part() takes a str, not %.100s",
+                     Py_TYPE(s)->tp_name);
+        return NULL;
+    }
+    if (!PyUnicode_CheckExact(s) || PyUnicode_READY(s) < 0)
+        Py_RETURN_NONE;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        if (memchr(data, '|', (size_t)len) != NULL || memchr(data, '\\', (size_t)len) != NULL)
+            Py_RETURN_NONE;
+    } else {
+        for (Py_ssize_t k = 0; k < len; k++) {
+            Py_UCS4 ch = PyUnicode_READ(kind, data, k);
+            if (ch == '|' || ch == '\\')
+                Py_RETURN_NONE;
+        }
+    }
+    Py_INCREF(s);
+    return s;
+}
+
 /* The source's guard before it trusts msgspec's skipping of a line's other fields
  * (streaming.sources.records.py_plain_lines, its Python twin, says why): lines no longer than
  * PLAIN_LONGEST bytes, all ASCII, with no exponent of three or more digits ("e" or "E" followed
@@ -1127,6 +1155,9 @@ static PyMethodDef methods[] = {
     {"utc_us_texts", utc_us_texts, METH_O,
      "utc_us_texts(values, /)\n--\n\nThe microseconds of each text of the list when every one "
      "is a canonical UTC spelling of an existing instant, else None."},
+    {"plain_key_part", plain_key_part, METH_O,
+     "plain_key_part(s, /)\n--\n\n`s` itself when it holds neither '|' nor a backslash (a key "
+     "part escaping leaves as it is), else None."},
     {"plain_lines", plain_lines, METH_O,
      "plain_lines(lines, /)\n--\n\nWhether a list of source lines is plain: short, ASCII, "
      "no exponent of three digits, no long run of digits."},

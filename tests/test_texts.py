@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming import native, timeutil
+from streaming import keys, native, timeutil
 from streaming.contracts import bounds as B
 from streaming.contracts import canonical
 from streaming.operators import base
@@ -116,6 +116,32 @@ def test_ids_in_alphabet_checks_every_ascii_character(c):
         c.ids_in_alphabet(["a"])
 
 
+@settings(max_examples=1000, deadline=None)
+@given(st.one_of(st.text(max_size=20), st.text(st.sampled_from("ab|\\\u00e9\u4e2d\U0001f600"),
+                                                max_size=8)))
+def test_plain_key_part_is_the_text_exactly_when_escaping_leaves_it(c, text):
+    got = c.plain_key_part(text)
+    if keys.escape(text) == text:
+        assert got is text
+    else:
+        assert got is None
+        assert keys.key_part(text) == keys.escape(text)
+
+
+def test_plain_key_part_on_each_kind_of_text(c):
+    for text in ("", "p-1", "a|b", "a\\b", "\u00e9|", "\u4e2d\\", "\U0001f600", "\U0001f600|"):
+        assert (c.plain_key_part(text) is text) is (keys.escape(text) == text), repr(text)
+        assert keys.key_part(text) == keys.escape(text)
+
+    class Text(str):
+        pass
+
+    assert c.plain_key_part(Text("plain")) is None  # a subclass goes to the twin, which
+    assert type(keys.key_part(Text("plain"))) is str  # gives a plain str as `escape` does
+    with pytest.raises(TypeError):
+        c.plain_key_part(1)
+
+
 def test_the_decoder_and_us_to_iso_use_the_c_exactly_when_compiled():
     compiled = native.active == "compiled"
     assert (canonical._INSTANT_US is not canonical.py_instant_us) is compiled
@@ -126,6 +152,7 @@ def test_the_decoder_and_us_to_iso_use_the_c_exactly_when_compiled():
     assert (canonical._PAYLOAD_OF is not None) is compiled
     assert (base.JSON_FILL is not None) is compiled
     assert (records._UTC_US_TEXTS is not None) is compiled
+    assert (keys._PLAIN_KEY_PART is not None) is compiled
 
 
 def _orjson_text(value: object) -> str | None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from .. import native
 from ..contracts import Record
 from ..hashing import digest
-from ..keys import compose, escape
+from ..keys import compose, escape, key_part
 from ..state import HeldEntry, KeyedSide, TimeIndex, TimeQueue
 from ..timeutil import LAST_FINITE, NEG_INF, POS_INF, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, HASH_LATER, JSON_FILL, JSON_FILL_TEXTS, ROUTED, Emit, Fact,
@@ -267,7 +267,7 @@ class Entry(HeldEntry):
         self.matches: dict[str, str] = {}
         self.outcome = ""  # last outcome status published (payments only)
         self.outcome_seq = 0
-        self.eid = escape(id)  # the ID as a composite-key part, escaped once per entry
+        self.eid = key_part(id)  # the ID as a composite-key part, escaped once per entry
         # The entry's fact parts, made by the operator when the entry first needs them (typed
         # per side, so compiled code reads their fields by position).
         self.payment_parts: PaymentParts | None = None
