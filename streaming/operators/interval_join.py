@@ -733,12 +733,12 @@ class IntervalJoin:
         evicted: list[Entry] = side.state.pop_before(key, bound)
         if evicted:
             self._finalize(side, key, evicted, out)
-            self._maybe_drop_key(key)
+            self._settle_evicted_max(side, key, evicted[-1].t)
 
     def _finalize(self, side: Side, key: str, gone: list[Entry], out: Emit) -> None:
-        """`gone`, entries of `key` oldest first, left state; the caller then offers the key to
-        `_maybe_drop_key` (once per eviction step: the maxima fold the same whether a key drops
-        after each entry or after all of them)."""
+        """`gone`, entries of `key` oldest first, left state; the caller then settles the key's
+        evicted maximum (`_settle_evicted_max`, once per eviction step: the maxima fold the
+        same whether a key drops after each entry or after all of them)."""
         live, ids = side.live, side.ids
         for e in gone:
             # `in`, then `del`: compiled, `dict.pop` is a method looked up by name per call.
@@ -746,11 +746,6 @@ class IntervalJoin:
                 del live[e.id]
             # Its identity left live state: a candidate for forgetting from now on.
             ids.left_state(e.id, e.rev, EVICTED)
-        prev = side.evicted_max.get(key)
-        if prev is None:
-            prev = self._fallback(side)
-        last = gone[-1].t
-        side.evicted_max[key] = last if last > prev else prev
         if side.is_payment:
             self._evicted_payments += len(gone)
             for e in gone:
@@ -758,15 +753,26 @@ class IntervalJoin:
         else:
             self._evicted_signals += len(gone)
 
-    def _maybe_drop_key(self, key: str) -> None:
-        # A key with both sides empty gives up its entry to bound memory; its maxima fold into
-        # the sides' dropped maxima so the fallback stays an upper bound.
+    def _settle_evicted_max(self, side: Side, key: str, last: int) -> None:
+        """`side` evicted entries of `key`, the latest at `last`. While either side holds the
+        key, its evicted maximum on `side` rises to `last`. A key with both sides empty gives
+        up its maxima to bound memory: they fold into the sides' dropped maxima, so the
+        fallback stays an upper bound. `side`'s folds in straight from `last` and any maximum
+        it held: stored first and then folded, as most evictions empty their key, it was a
+        store, a lookup and a delete for nothing (docs/performance.md, fifty-sixth round). Its
+        fallback need not be folded: it is never above the dropped maximum."""
+        held = side.evicted_max.get(key)
         if key in self.payments.state.keys or key in self.signals.state.keys:
+            prev = held if held is not None else self._fallback(side)
+            side.evicted_max[key] = last if last > prev else prev
             return
-        # Side by side, not a loop over a tuple of the two: compiled, that built the tuple and
-        # walked it through the generic iteration protocol at every eviction (callgrind).
-        self._fold_dropped(self.payments, key)
-        self._fold_dropped(self.signals, key)
+        if held is not None:
+            del side.evicted_max[key]  # get and del: see `_finalize` on `dict.pop`
+            if held > last:
+                last = held
+        if last > side.dropped_max:
+            side.dropped_max = last
+        self._fold_dropped(self.signals if side is self.payments else self.payments, key)
 
     @staticmethod
     def _fold_dropped(side: Side, key: str) -> None:
@@ -794,7 +800,7 @@ class IntervalJoin:
                 side.state.remove(e.key, e.t, e.seq, e.size)
                 self._counters["ttl_evictions"] += 1
                 self._finalize(side, e.key, [e], out)
-                self._maybe_drop_key(e.key)
+                self._settle_evicted_max(side, e.key, e.t)
 
     def on_end_of_stream(self, out: Emit) -> None:
         self.on_watermark(PAYMENTS, POS_INF, out)
