@@ -754,13 +754,15 @@ class IntervalJoin:
             self._evicted_signals += len(gone)
 
     def _settle_evicted_max(self, side: Side, key: str, last: int) -> None:
-        """`side` evicted entries of `key`, the latest at `last`. While either side holds the
-        key, its evicted maximum on `side` rises to `last`. A key with both sides empty gives
-        up its maxima to bound memory: they fold into the sides' dropped maxima, so the
-        fallback stays an upper bound. `side`'s folds in straight from `last` and any maximum
-        it held: stored first and then folded, as most evictions empty their key, it was a
-        store, a lookup and a delete for nothing (docs/performance.md, fifty-sixth round). Its
-        fallback need not be folded: it is never above the dropped maximum."""
+        """`side` evicted entries of `key`, the latest at `last`. While either side still
+        holds the key, `side`'s evicted maximum for it rises to `last`. When neither does, the
+        key gives up its maxima to bound memory: they fold into the sides' dropped maxima, so
+        the fallback stays an upper bound.
+
+        Most evictions empty their key. `side`'s maximum then folds in from `last` and any
+        maximum already stored; storing it first and folding it after cost a store, a lookup
+        and a delete (docs/performance.md, fifty-sixth round). The fallback a first eviction
+        would have stored need not fold in: it is never above the dropped maximum."""
         held = side.evicted_max.get(key)
         if key in self.payments.state.keys or key in self.signals.state.keys:
             prev = held if held is not None else self._fallback(side)
