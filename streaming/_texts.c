@@ -28,6 +28,7 @@
 #include <datetime.h>
 #include <stdint.h>
 #include <string.h>
+#include <math.h>
 
 #define US_PER_S 1000000LL
 #define US_PER_DAY 86400000000LL
@@ -554,6 +555,65 @@ static int put_decimal(char *p, long long x) {
     return len + 20 - at;
 }
 
+/* A finite float as canonical JSON writes it (orjson, and Python's repr: the shortest digits
+ * that read back as the same float, with ".0" after an integral one), at p (40 bytes at most):
+ * its length, 0 for a float that Python writes with an exponent (below 1e-4 or from 1e16 on in
+ * magnitude: orjson writes some of those in full and the rest with another exponent, so the
+ * caller writes them), -1 for a NaN or an infinity (JSON has none), -2 on a memory error.
+ *
+ * A score is a probability rounded to at most six decimals (streaming.models.logistic), so
+ * first the decimals 0..6 are tried: the smallest d for which round(|x| * 10^d) / 10^d is x
+ * again gives the digits. They are the shortest: any text with fewer decimals is at least
+ * 10^-d away from them, more than the float's spacing, since |x| < 2^30 puts that spacing at
+ * most 2^-22. Other floats go through Python's own shortest writer. Why: orjson's encoding of
+ * a score and the decode of its bytes were about 1,200 instructions of each decision and each
+ * signal (docs/performance.md, fifty-seventh round). */
+static int put_float(char *p, double x) {
+    static const double TEN_TO[7] = {1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6};
+    if (!isfinite(x))
+        return -1;
+    double mag = fabs(x);
+    if (mag == 0.0 || (mag >= 1e-4 && mag < 1073741824.0)) {
+        for (int d = 0; d <= 6; d++) {
+            double scaled = mag * TEN_TO[d];
+            long long m = llround(scaled);
+            if ((double)m / TEN_TO[d] != mag)
+                continue;
+            int len = 0;
+            if (signbit(x))
+                p[len++] = '-';
+            long long whole = m, frac = 0;
+            if (d > 0) {
+                long long unit = (long long)TEN_TO[d];
+                whole = m / unit;
+                frac = m % unit;
+            }
+            len += put_decimal(p + len, whole);
+            p[len++] = '.';
+            if (d == 0) {
+                p[len++] = '0';
+            } else {
+                for (int k = d - 1; k >= 0; k--) {  /* leading zeros kept: 0.05 */
+                    p[len + k] = (char)('0' + frac % 10);
+                    frac /= 10;
+                }
+                len += d;
+            }
+            return len;
+        }
+    }
+    int type = 0;
+    char *text = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, &type);
+    if (text == NULL)
+        return -2;
+    size_t len = strlen(text);
+    int plain = type == Py_DTST_FINITE && len < 40 && strchr(text, 'e') == NULL;
+    if (plain)
+        memcpy(p, text, len);
+    PyMem_Free(text);
+    return plain ? (int)len : 0;
+}
+
 /* A str's characters as bytes when it is ASCII: 1 with *c and *len set, 0 when it is not ASCII,
  * -1 on error. */
 static int ascii_view(PyObject *s, const unsigned char **c, Py_ssize_t *len) {
@@ -852,8 +912,10 @@ done:
  *   's'  an ASCII text that needs no escape, in quotes
  *   't'  an instant in microseconds since the epoch, as its canonical UTC text in quotes
  *   'r'  an ASCII text written as it is (JSON the caller has written: a number, a quoted text)
+ *   'f'  a float, as canonical JSON writes it (`put_float`)
  * or None when a value is outside its kind (another type, an integer past 64 bits, a text that
- * is not ASCII or needs an escape, an instant outside years 1-9999): the caller then writes the
+ * is not ASCII or needs an escape, an instant outside years 1-9999, a float that is not finite
+ * or whose text takes an exponent): the caller then writes the
  * text itself, as its Python twin does whatever the values. Every part is ASCII.
  *
  * Why: a receipt decision's document written by an f-string of fifteen members (JSON spellings
@@ -946,6 +1008,20 @@ static PyObject *fill_template(PyObject *const *args, Py_ssize_t nargs, const ch
                 p[len + 1] = '"';
                 b.len += len + 2;
             }
+            break;
+        }
+        case 'f': {
+            if (!PyFloat_CheckExact(v))
+                goto refused;
+            /* The part's room (ISO_MAX + 2 bytes) is not enough for every float's text. */
+            if (buf_reserve(&b, 40) < 0)
+                goto done;
+            int len = put_float(b.data + b.len, PyFloat_AS_DOUBLE(v));
+            if (len == -2)
+                goto done;
+            if (len <= 0)
+                goto refused;
+            b.len += len;
             break;
         }
         case 's':

@@ -351,6 +351,12 @@ def test_plain_lines_refuses_what_is_not_a_list_of_bytes(c):
         c.plain_lines([b"a", "b"])
 
 
+def _plain_float(x: float) -> bool:
+    """Whether json_fill writes the float: finite, and written by Python without an exponent
+    (orjson writes some of those, from 1e-4 down, in full: the C leaves them to the caller)."""
+    return x == x and x not in (float("inf"), -float("inf")) and "e" not in repr(x)
+
+
 def _filled_reference(parts: tuple[str, ...], kinds: bytes, values: tuple) -> str | None:
     """What json_fill writes, from orjson: each value's JSON between the parts, or None when a
     value is outside its kind."""
@@ -363,6 +369,14 @@ def _filled_reference(parts: tuple[str, ...], kinds: bytes, values: tuple) -> st
                 if not _FIRST_US <= value <= _LAST_US:
                     return None
                 value = timeutil._py_us_to_iso(value)
+        elif kind == "f":
+            if type(value) is not float:
+                return None
+            if not _plain_float(value):
+                return None
+            out.append(orjson.dumps(value).decode())
+            out.append(part)
+            continue
         elif type(value) is not str or not value.isascii():
             return None
         if kind == "r":
@@ -383,7 +397,7 @@ _fill_values = st.one_of(
 
 
 @settings(max_examples=3000, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from("istr"), _fill_values,
+@given(st.lists(st.tuples(st.sampled_from("istrf"), _fill_values,
                           st.text(st.characters(min_codepoint=32, max_codepoint=126),
                                   max_size=8)), max_size=8),
        st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=4))
@@ -419,6 +433,38 @@ def test_json_fill_at_the_edges(c):
     assert c.json_fill((long, long, long), b"si", (long, 7)) == f'{long}"{long}"{long}7{long}'
 
 
+# Floats as scores are made: probabilities and other values rounded to a few decimals (the C's
+# quick path), and any float at all (Python's own shortest writer), of either sign.
+_scores = st.one_of(
+    st.tuples(st.floats(0, 1), st.integers(0, 9)).map(lambda fd: round(fd[0], fd[1])),
+    st.tuples(st.floats(-2e9, 2e9), st.integers(0, 8)).map(lambda fd: round(fd[0], fd[1])),
+    st.floats(), st.floats(-1e-3, 1e-3), st.floats(1e15, 2e16))
+
+
+@settings(max_examples=5000, deadline=None)
+@given(_scores)
+def test_json_fill_writes_a_float_as_orjson_does(c, x):
+    written = c.json_fill(("[", "]"), b"f", (x,))
+    if _plain_float(x):
+        assert written == f"[{orjson.dumps(x).decode()}]"
+        assert float(written[1:-1]) == x
+    else:
+        assert written is None
+
+
+def test_json_fill_writes_floats_at_the_edges_of_each_path(c):
+    one = ("[", "]")
+    for x in (0.0, -0.0, 1.0, -1.0, 0.5, 0.05, 0.000001, 0.0001, 0.00010000000000000002,
+              0.999999, 0.1234567, 1073741823.999999, 1073741824.0, 1073741824.5,
+              9999999999999998.0, 0.1 + 0.2, 1 / 3, 123456.000001, 2.5e-5, 1e16, 1e-7,
+              5e-324, 1.7976931348623157e308):
+        want = f"[{orjson.dumps(x).decode()}]" if "e" not in repr(x) else None
+        assert c.json_fill(one, b"f", (x,)) == want, x
+    for refused in (float("nan"), float("inf"), -float("inf"), 1, True, "0.5", None):
+        assert c.json_fill(one, b"f", (refused,)) is None
+    assert c.json_fill(("x" * 600, "y" * 600), b"f", (0.125,)) == f'{"x" * 600}0.125{"y" * 600}'
+
+
 def test_json_fill_finds_every_byte_that_needs_an_escape_at_every_place_in_a_word(c):
     # The text is read a word (8 bytes) at a time, then byte by byte: each ASCII byte at each
     # place of two words and a tail.
@@ -430,7 +476,7 @@ def test_json_fill_finds_every_byte_that_needs_an_escape_at_every_place_in_a_wor
 
 
 @settings(max_examples=1000, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.sampled_from("istr"), _fill_values,
+@given(st.lists(st.lists(st.tuples(st.sampled_from("istrf"), _fill_values,
                                    st.text(st.characters(min_codepoint=32, max_codepoint=126),
                                            max_size=8)), max_size=4),
                 min_size=1, max_size=4),

@@ -187,13 +187,19 @@ def _written_payment_parts(rule_json: str, rule_eid: str, payment_eid: str, paym
 def signal_parts(signal_eid: str, signal_id: str, signal_rev: int, signal_us: int,
                  score: float | None) -> SignalParts:
     """A signal's members of a pair (`score` < `signal_*`), filled by the C as a payment's
-    parts are, else written here."""
-    score_json = json_scalar(score)
+    parts are, else written here. A float score is written by the C too (kind `f`), where
+    its orjson encoding and decode were about 1,200 instructions a signal (fifty-seventh
+    round); a missing one is JSON's null."""
     tail: str | None = None
     fill = JSON_FILL
     if fill is not None:
-        tail = fill(_PAIR_TAIL, b"rsit", (score_json, signal_id, signal_rev, signal_us))
+        if type(score) is float:
+            tail = fill(_PAIR_TAIL, b"fsit", (score, signal_id, signal_rev, signal_us))
+        else:
+            tail = fill(_PAIR_TAIL, b"rsit", (json_scalar(score), signal_id, signal_rev,
+                                              signal_us))
     if tail is None:
+        score_json = json_scalar(score)
         tail = (f'"score":{score_json},"signal_id":{json_scalar(signal_id)},'
                 f'"signal_rev":{signal_rev},"signal_time":{json_scalar(us_to_iso(signal_us))}}}')
     return SignalParts(tail, f"{signal_eid}|{signal_rev}")

@@ -36,7 +36,7 @@ from ..models.registry import Model
 from ..state import Held, TimeQueue, first_at_or_after, first_at_or_after_near
 from ..timeutil import LAST_FINITE, NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, HASH_LATER, INT64_MAX, JSON_FILL,
-                   ROUTED, BoundedTexts, Emit, Fact, QueueEntry, fits_int64, json_recurring,
+                   ROUTED, Emit, Fact, QueueEntry, fits_int64, json_recurring,
                    json_scalar)
 from .changes import RowChanges, SnapshotParts
 from .identity import IdentityIndex, settle
@@ -120,12 +120,12 @@ _FRAGMENT: Final = orjson.Fragment
 
 # A decision's document as a template for `_texts.json_fill`: its members in key order, each
 # name with the text before it, and how each value is written (i integer, s text, t instant,
-# r JSON already written).
+# f float, r JSON already written).
 _DECISION_MEMBERS: Final = (
     ("amount_cents", "i"), ("decision", "s"), ("feature_amount_7m", "i"),
     ("feature_count_7m", "i"), ("merchant_id", "s"), ("model_revision", "s"),
     ("occurred_at", "t"), ("origin", "s"), ("reason", "s"), ("receipt_id", "s"),
-    ("score", "r"), ("scoring_revision", "i"), ("state_cutoff", "t"), ("status", "s"),
+    ("score", "f"), ("scoring_revision", "i"), ("state_cutoff", "t"), ("status", "s"),
     ("store_id", "s"))
 _DECISION_PARTS: Final = (*(("{" if i == 0 else ",") + f'"{name}":'
                             for i, (name, _) in enumerate(_DECISION_MEMBERS)), "}")
@@ -138,6 +138,10 @@ _ENTRY_KINDS_NO_MODEL: Final = b"isisiiirii"
 
 
 def decision_key(receipt_id: str, scoring_revision: int) -> str:
+    # A first decision's key, nearly every key written, is a concatenation: the formatted
+    # revision cost about 350 instructions more (callgrind, fifty-seventh round).
+    if scoring_revision == 1:
+        return receipt_id + "|1"
     return f"{receipt_id}|{scoring_revision}"
 
 
@@ -159,19 +163,19 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     # their decimal digits (the overflow guard keeps every sum in the 64-bit range orjson
     # allows); the texts and the score as canonical JSON spells them; an instant's text needs
     # no escaping. Where the compiled core is in use, one C call fills the template; the
-    # f-string below writes what the C declines (a text past plain ASCII or one JSON escapes)
-    # and every document of a pure run. tests/test_receipts_fact_encoding.py checks both
+    # f-string below writes what the C declines (a text past plain ASCII or one JSON escapes,
+    # a score whose text takes an exponent) and every document of a pure run. tests/test_receipts_fact_encoding.py checks both
     # against a sorted orjson encoding of the dict, on generated decisions.
     revision = scorer.revision
-    score_json = json_scalar(score)
     business: str | None = None
     fill = JSON_FILL
     if fill is not None:
         business = fill(_DECISION_PARTS, _DECISION_KINDS, (
             amount_cents, decision, amount_7m, count, merchant_id, revision, occurred_us,
-            origin, reason, receipt_id, score_json, scoring_revision, occurred_us, status,
+            origin, reason, receipt_id, score, scoring_revision, occurred_us, status,
             store_id))
     if business is None:
+        score_json = json_scalar(score)
         occurred = us_to_iso(occurred_us)
         business = (
             f'{{"amount_cents":{amount_cents},"decision":{json_recurring(decision)},'
@@ -195,9 +199,19 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     return Fact(key, KIND, receipt_id, status, None, HASH_LATER, pred, stored, business)
 
 
-# The watermark tails rendered lately (a bounded store: a Final static when compiled, where a
-# cached function was a module lookup and an interpreted call per decision).
-_TAILS: Final = BoundedTexts(64)
+class _LastTail:
+    """The watermark tail rendered last, and its watermark."""
+
+    __slots__ = ("watermark_us", "text")
+
+    def __init__(self) -> None:
+        self.watermark_us = 0
+        self.text: str | None = None
+
+
+# One, for every scorer: a tail depends on its watermark alone. A Final static when compiled,
+# where a module-level name is a lookup.
+_LAST_TAIL: Final = _LastTail()
 
 
 # The tail as a template for `_texts.json_fill`: the watermark written as an instant.
@@ -205,19 +219,23 @@ _TAIL_PARTS: Final = (',"watermark":', "}")
 
 
 def _watermark_tail(watermark_us: int) -> str:
-    """The watermark as the JSON tail `,"watermark":...}` (every decision of a batch carries
-    the same one, so it is rendered once). Where the compiled core is in use, a finite one is
-    written by one C call: a watermark step's decisions are often its only ones, so most tails
-    are new, and rendered and encoded they averaged 1,166 instructions a decision, 934 with the
-    call (callgrind, fifty-first round)."""
-    tail = _TAILS.get(watermark_us)
-    if tail is None:
-        fill = JSON_FILL
-        text = fill(_TAIL_PARTS, b"t", (watermark_us,)) if fill is not None else None
-        if text is None:  # a pure run, or an infinite watermark
-            text = f',"watermark":{json_scalar(us_to_iso(watermark_us))}}}'
-        tail = _TAILS.keep(watermark_us, text)
-    return tail
+    """The watermark as the JSON tail `,"watermark":...}`. Every decision of a watermark step
+    carries the same one, and the live path's watermark only rises, so the last tail rendered
+    is kept: comparing two machine integers, where a bounded store of tails by watermark was a
+    boxed integer's hash and a dictionary lookup, about 700 instructions a decision
+    (callgrind, fifty-seventh round). Where the compiled core is in use, a finite one is
+    written by one C call (fifty-first round)."""
+    last = _LAST_TAIL
+    tail = last.text
+    if tail is not None and last.watermark_us == watermark_us:
+        return tail
+    fill = JSON_FILL
+    text = fill(_TAIL_PARTS, b"t", (watermark_us,)) if fill is not None else None
+    if text is None:  # a pure run, or an infinite watermark
+        text = f',"watermark":{json_scalar(us_to_iso(watermark_us))}}}'
+    last.watermark_us = watermark_us
+    last.text = text
+    return text
 
 
 class ReceiptScorer:
