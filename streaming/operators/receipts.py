@@ -84,6 +84,10 @@ SIZE: Final = 9  # the source bytes
 # (docs/performance.md, twentieth round). Whatever writes an entry's fields encodes it again
 # (`_encoded`); a pending entry, scored soon, is encoded only then.
 ENCODED: Final = SIZE + 1
+# And the merchant whose lists hold the entry, its key: a watermark step scores its due
+# receipts by ID, and a map from ID to merchant beside `entries` was a store, a lookup and a
+# delete per receipt in a table the size of the window (callgrind, fifty-seventh round).
+MERCHANT: Final = ENCODED + 1
 # An entry's STATE:
 PENDING: Final = 0
 SCORED: Final = 1
@@ -274,7 +278,6 @@ class ReceiptScorer:
         self._window_near: dict[str, tuple[int, int]] = {}
         self.entries: dict[str, list[Any]] = {}  # receipt_id -> entry (also in by_merchant)
         self.held = Held()  # the entries' records and source bytes
-        self.merchant_of: dict[str, str] = {}
         # receipt_id -> [revision, payload_hash, occurred_us] for duplicate detection (receipts
         # carry no revision field: every record is revision 1)
         self.ids = IdentityIndex(time_slot=ID_T, track_changes=True)
@@ -285,7 +288,7 @@ class ReceiptScorer:
         self._evict = TimeQueue()
         # Per merchant, how many entries at the front of its lists are evicted but not yet cut
         # from them (derived, not checkpointed). Eviction takes them out of `entries`,
-        # `merchant_of`, the held bytes and the counters at once, as a watermark step must;
+        # the held bytes and the counters at once, as a watermark step must;
         # cutting a list's front moves every entry after it, so the four lists are cut once
         # the evicted prefix is COMPACT_AFTER long or half the list. Nothing reads the
         # prefix: every lookup starts at it.
@@ -411,7 +414,8 @@ class ReceiptScorer:
         # magnitude are taken on it as a machine int (`cents`): on the object, each was the
         # interpreter's generic arithmetic (callgrind, fifty-first round).
         cents: int = amount
-        e = [t, rid, amount, rec.payload["store_id"], 0, 0, 0, None, state, rec.size, None]
+        e = [t, rid, amount, rec.payload["store_id"], 0, 0, 0, None, state, rec.size, None,
+             rec.key]
         if state != PENDING:
             _encoded(e)
         # Out of the cyclic collector's sight: the entry lives for the merchant's window
@@ -451,7 +455,6 @@ class ReceiptScorer:
             self._max_abs[rec.key] = magnitude
         self.entries[rec.id] = e
         self.held.hold(rec.size)
-        self.merchant_of[rec.id] = rec.key
         if i == dead:
             self._evict.push(t, rec.key)
         return e
@@ -571,12 +574,13 @@ class ReceiptScorer:
             rids.clear()
             pending.take_time(rids)
             for rid in rids:
-                self._score(self.entries[rid], self.merchant_of[rid], out)
+                e = self.entries[rid]
+                self._score(e, e[MERCHANT], out)
         self._evict_below(wm - RETENTION_US if wm <= LAST_FINITE else POS_INF)
 
     def _evict_below(self, bound: int) -> None:
         queue, deads = self._evict, self._dead
-        entries, merchant_of, held = self.entries, self.merchant_of, self.held
+        entries, held = self.entries, self.held
         merchants: list[str] = []
         while queue.has_before(bound):
             merchants.clear()
@@ -590,7 +594,7 @@ class ReceiptScorer:
                 k = first_at_or_after_near(times, bound, dead, dead)
                 lst = self.by_merchant[merchant]
                 for e in lst[dead:k]:
-                    del entries[e[ID]], merchant_of[e[ID]]
+                    del entries[e[ID]]
                     held.release(e[SIZE])
                 self._evicted += k - dead
                 if k == len(lst):
@@ -668,7 +672,8 @@ class ReceiptScorer:
         self.wm = snap["wm"]
         # Entries checkpointed before they carried their source bytes count none. Each is
         # encoded again while it is fresh in memory (see ENCODED).
-        self.by_merchant = {k: [[*e, 0, None] if len(e) == SIZE else [*e, None] for e in v]
+        self.by_merchant = {k: [[*e, 0, None, k] if len(e) == SIZE else [*e, None, k]
+                                for e in v]
                             for k, v in snap["merchants"].items()}
         untrack = UNTRACK_FLAT
         for lst in self.by_merchant.values():
@@ -681,17 +686,15 @@ class ReceiptScorer:
         self._cum = {k: [0, *accumulate(v)] for k, v in self._amounts.items()}
         self._max_abs = {k: max(map(abs, v)) for k, v in self._amounts.items() if v}
         self.entries = {}
-        self.merchant_of = {}
         self._evict = TimeQueue((lst[0][T], merchant)
                                 for merchant, lst in self.by_merchant.items() if lst)
         self._dead = {}
         self._window_near = {}
         self.held = Held()
-        for merchant, lst in self.by_merchant.items():
+        for lst in self.by_merchant.values():
             for e in lst:
                 self.entries[e[ID]] = e
                 self.held.hold(e[SIZE])
-                self.merchant_of[e[ID]] = merchant
         self.ids = IdentityIndex(time_slot=ID_T, track_changes=True)
         # Rows are [revision, payload_hash, occurred_us]; checkpoints written before the
         # tenth round hold [payload_hash, occurred_us] (a delta chain may mix the two).
