@@ -209,7 +209,7 @@ def test_merchant_series_stay_sorted_with_equal_times_late_receipts_and_eviction
     # and sum over the entries in [t - 7 min, t).
     import random
 
-    from streaming.operators.receipts import AMOUNT, ID, T, WINDOW_US
+    from streaming.operators.receipts import AMOUNT, ID, MERCHANT, T, WINDOW_US
     rng = random.Random(3)
     op = ReceiptScorer(MODEL)
     out = Emit()
@@ -227,10 +227,12 @@ def test_merchant_series_stay_sorted_with_equal_times_late_receipts_and_eviction
                           if t - WINDOW_US <= e[T] < t]
                 assert (f.payload["feature_count_7m"], f.payload["feature_amount_7m"]) == \
                     (len(window), sum(e[AMOUNT] for e in window))
-        for m, lst in op.by_merchant.items():
+        for m, w in op.windows.items():
+            lst = w.entries
             assert [(e[T], e[ID]) for e in lst] == sorted((e[T], e[ID]) for e in lst)
-            assert op._times[m] == [e[T] for e in lst]
-            assert op._amounts[m] == [e[AMOUNT] for e in lst]
+            assert w.times == [e[T] for e in lst]
+            assert w.amounts == [e[AMOUNT] for e in lst]
+            assert all(e[MERCHANT] == m for e in lst)
             # What state holds: the entries not evicted, each still findable by its ID.
             assert all(op.entries[e[ID]] is e for e in op.live_entries(m))
             assert all(e[ID] not in op.entries for e in lst[:len(lst) - len(op.live_entries(m))])
@@ -249,7 +251,7 @@ def test_every_entry_keeps_its_checkpoint_json_as_its_fields_change():
 
     def kept_as_written(op):
         seen = {PENDING: 0, HISTORY: 0, "rescored": 0}
-        for m in op.by_merchant:
+        for m in op.windows:
             for e in op.live_entries(m):
                 if e[ENCODED] is None:
                     assert e[STATE] == PENDING, e
@@ -259,7 +261,7 @@ def test_every_entry_keeps_its_checkpoint_json_as_its_fields_change():
                 seen[HISTORY] += e[STATE] == HISTORY
                 seen["rescored"] += e[REV] > 1
         fields = {**op.snapshot(), "merchants": {m: [e[:ENCODED] for e in op.live_entries(m)]
-                                                 for m in op.by_merchant}}
+                                                 for m in op.windows}}
         assert orjson.dumps(op.snapshot()) == orjson.dumps(fields)
         return seen
 

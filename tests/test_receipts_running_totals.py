@@ -35,18 +35,18 @@ step = st.one_of(
 
 
 def assert_totals_match(op: ReceiptScorer) -> None:
-    assert op._cum.keys() == op.by_merchant.keys() == op._times.keys() == op._amounts.keys()
-    for m, lst in op.by_merchant.items():
-        cum = op._cum[m]
-        assert op._amounts[m] == [e[AMOUNT] for e in lst]
+    for m, w in op.windows.items():
+        lst, cum = w.entries, w.cum
+        assert w.times == [e[T] for e in lst]
+        assert w.amounts == [e[AMOUNT] for e in lst]
         assert 1 <= len(cum) <= len(lst) + 1  # a valid prefix of the totals
         assert [b - a for a, b in pairwise(cum)] == [e[AMOUNT] for e in lst][:len(cum) - 1]
         live = op.live_entries(m)  # the list less its evicted prefix not yet cut
         assert live and live == lst[len(lst) - len(live):]
         for e in live:  # every window the scorer can read, against a recompute
             window = [x[AMOUNT] for x in live if e[T] - WINDOW_US <= x[T] < e[T]]
-            assert op._features(m, e[T]) == (len(window), sum(window))
-        whole = op._totals(m, len(lst))
+            assert w.features(e[T]) == (len(window), sum(window))
+        whole = w.totals(len(lst))
         assert [b - a for a, b in pairwise(whole)] == [e[AMOUNT] for e in lst]
 
 
@@ -92,12 +92,13 @@ def test_the_random_steps_reach_every_path():
         amount = rng.choice([rng.randint(1, 10**6), HUGE, -HUGE])
         rec = record(rcpt(f"r{i:04d}", merchant, minute + offset - 10), 0, i)
         rec = rec.replace(payload={**rec.payload, "amount_cents": amount})
-        times = op._times.get(merchant, [])
+        times = op.windows[merchant].times if merchant in op.windows else []
         mid_inserts += bool(times) and rec.event_us < times[-1]
         op.on_record(rec, out)
         if i % 100 == 0:
             assert_totals_match(op)
-            uncut += bool(op._dead)  # checked with an evicted prefix not yet cut
+            # checked with an evicted prefix not yet cut
+            uncut += any(w.dead for w in op.windows.values())
     assert_totals_match(op)
     c = op.counters
     assert c[AGGREGATE_OVERFLOW] > 0 and c["late_within_tolerance"] > 0

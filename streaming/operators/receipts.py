@@ -52,7 +52,7 @@ TOLERANCE_US: Final = 5 * US_PER_MIN  # allowed delay below the watermark, score
 # it against the archive.
 DEDUP_HORIZON_US: Final = 24 * US_PER_HOUR
 RETENTION_US: Final = TOLERANCE_US + WINDOW_US  # state below wm - 12 min is no longer read
-# An evicted prefix this long is cut from a merchant's lists (see ReceiptScorer._dead).
+# An evicted prefix this long is cut from a merchant's lists (see MerchantWindow.dead).
 COMPACT_AFTER: Final = 256
 
 KIND: Final = "decision"
@@ -168,8 +168,9 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     # allows); the texts and the score as canonical JSON spells them; an instant's text needs
     # no escaping. Where the compiled core is in use, one C call fills the template; the
     # f-string below writes what the C declines (a text past plain ASCII or one JSON escapes,
-    # a score whose text takes an exponent) and every document of a pure run. tests/test_receipts_fact_encoding.py checks both
-    # against a sorted orjson encoding of the dict, on generated decisions.
+    # a score whose text takes an exponent) and every document of a pure run.
+    # tests/test_receipts_fact_encoding.py checks both against a sorted orjson encoding of the
+    # dict, on generated decisions.
     revision = scorer.revision
     business: str | None = None
     fill = JSON_FILL
@@ -242,6 +243,74 @@ def _watermark_tail(watermark_us: int) -> str:
     return text
 
 
+class MerchantWindow:
+    """One merchant's receipts held in state, with what the window lookups read beside them.
+    One object per merchant: as seven maps keyed by merchant (entries, times, amounts, totals,
+    magnitude, evicted prefix, last lookup), each receipt took about twenty lookups and stores
+    in them (callgrind, docs/performance.md, fifty-seventh round). Everything here but
+    `entries` is derived, not checkpointed."""
+
+    __slots__ = ("entries", "times", "amounts", "cum", "max_abs", "dead", "near_lo", "near_hi")
+
+    def __init__(self, entries: list[list[Any]]) -> None:
+        # The entries, sorted by (t, id); the first `dead` of them are evicted (see `dead`).
+        self.entries = entries
+        # Their times and amounts, in the same order, so the window lookups bisect plain ints.
+        self.times: list[int] = [e[T] for e in entries]
+        self.amounts: list[int] = [e[AMOUNT] for e in entries]
+        # Running totals of the amounts, a valid prefix of them: cum[j] - cum[i] is the sum of
+        # amounts i..j-1 for j < len(cum), so a window sum is two reads however many receipts
+        # the window holds (a dense merchant's slice sum grew with the window). cum[0] is an
+        # arbitrary base, so evicting a prefix is one cut. An amount inserted before the end
+        # cuts the totals after it, and the next read past the cut extends them again in one C
+        # pass: a receipt arriving in occurrence order only appends.
+        self.cum: list[int] = [0, *accumulate(self.amounts)]
+        # A bound on the magnitude of the amounts held (the largest seen since the merchant's
+        # entries were last all evicted): the cheap half of the overflow check. -1 when empty.
+        largest = -1
+        for a in self.amounts:
+            magnitude: int = a if a >= 0 else -a
+            if magnitude > largest:
+                largest = magnitude
+        self.max_abs = largest
+        # How many entries at the front of the lists are evicted but not yet cut from them.
+        # Eviction takes them out of the scorer's `entries`, the held bytes and the counters at
+        # once, as a watermark step must; cutting a list's front moves every entry after it,
+        # so the four lists are cut once the evicted prefix is COMPACT_AFTER long or half the
+        # list. Nothing reads the prefix: every lookup starts at it.
+        self.dead = 0
+        # The indexes the last feature lookup found (the window's first entry and its end):
+        # the next lookup searches outwards from them (any value gives the same answer, see
+        # first_at_or_after_near).
+        self.near_lo = 0
+        self.near_hi = 0
+
+    def live(self) -> list[list[Any]]:
+        """The entries held in state (the list less the evicted prefix not yet cut)."""
+        dead = self.dead
+        return self.entries[dead:] if dead else self.entries
+
+    def totals(self, upto: int) -> list[int]:
+        """The running totals, valid at least through index `upto`."""
+        cum = self.cum
+        if len(cum) <= upto:
+            # Replaces the last valid total with itself followed by the ones after it.
+            cum[-1:] = accumulate(self.amounts[len(cum) - 1:], initial=cum[-1])
+        return cum
+
+    def features(self, t: int) -> tuple[int, int]:
+        """(count, amount sum) of the receipts held with occurred_at in [t - 7 min, t)."""
+        times = self.times
+        lo = first_at_or_after_near(times, t - WINDOW_US, self.dead, self.near_lo)
+        hi = first_at_or_after_near(times, t, lo, self.near_hi)
+        self.near_lo = lo
+        self.near_hi = hi
+        cum = self.cum
+        if len(cum) <= hi:
+            cum = self.totals(hi)
+        return hi - lo, cum[hi] - cum[lo]
+
+
 class ReceiptScorer:
     pipeline = PIPELINE
     state_schema = STATE_SCHEMA
@@ -257,26 +326,8 @@ class ReceiptScorer:
         self.model_dir: str | None = None
         self.tolerance = tolerance_us
         self.wm = NEG_INF
-        self.by_merchant: dict[str, list[list[Any]]] = {}  # sorted by (t, id)
-        # Beside each merchant's entries, in the same order: their times and amounts, so the
-        # window lookups bisect plain ints (derived, not checkpointed).
-        self._times: dict[str, list[int]] = {}
-        self._amounts: dict[str, list[int]] = {}
-        # And running totals of those amounts, a valid prefix of them: cum[j] - cum[i] is the
-        # sum of amounts i..j-1 for j < len(cum), so a window sum is two reads however many
-        # receipts the window holds (a dense merchant's slice sum grew with the window). cum[0]
-        # is an arbitrary base, so evicting a prefix is one cut. An amount inserted before the
-        # end cuts the totals after it, and the next read past the cut extends them again in
-        # one C pass: a receipt arriving in occurrence order only appends (derived).
-        self._cum: dict[str, list[int]] = {}
-        # Per merchant, a bound on the magnitude of the amounts it holds (the largest seen since
-        # its entries were last all evicted): the cheap half of the overflow check (derived).
-        self._max_abs: dict[str, int] = {}
-        # Per merchant, the indexes its last feature lookup found (the window's first entry
-        # and its end): the next lookup searches outwards from them (derived, not
-        # checkpointed; any value gives the same answer, see first_at_or_after_near).
-        self._window_near: dict[str, tuple[int, int]] = {}
-        self.entries: dict[str, list[Any]] = {}  # receipt_id -> entry (also in by_merchant)
+        self.windows: dict[str, MerchantWindow] = {}
+        self.entries: dict[str, list[Any]] = {}  # receipt_id -> entry (also in its window)
         self.held = Held()  # the entries' records and source bytes
         # receipt_id -> [revision, payload_hash, occurred_us] for duplicate detection (receipts
         # carry no revision field: every record is revision 1)
@@ -286,13 +337,6 @@ class ReceiptScorer:
         # time, so what falls below the retention bound is a prefix evicted in one cut. A
         # merchant's row goes stale when its first entry changes (a new row is pushed then).
         self._evict = TimeQueue()
-        # Per merchant, how many entries at the front of its lists are evicted but not yet cut
-        # from them (derived, not checkpointed). Eviction takes them out of `entries`,
-        # the held bytes and the counters at once, as a watermark step must;
-        # cutting a list's front moves every entry after it, so the four lists are cut once
-        # the evicted prefix is COMPACT_AFTER long or half the list. Nothing reads the
-        # prefix: every lookup starts at it.
-        self._dead: dict[str, int] = {}
         # The counters by name (`counters`). The two counted per receipt are machine ints
         # beside the map, written into it when the map is read (as the ledger's per-payment
         # count): counted in the map each was a lookup, a generic addition and a store, about
@@ -423,9 +467,11 @@ class ReceiptScorer:
         untrack = UNTRACK_FLAT
         if untrack is not None:
             untrack(e)
-        lst = self.by_merchant.setdefault(rec.key, [])
-        times = self._times.setdefault(rec.key, [])
-        dead = self._dead.get(rec.key, 0)
+        w = self.windows.get(rec.key)
+        if w is None:
+            w = self.windows[rec.key] = MerchantWindow([])
+        lst, times = w.entries, w.times
+        dead = w.dead
         if not times or times[-1] < t_us:  # in occurrence order, the common case: no search
             i = len(times)
         else:
@@ -434,11 +480,7 @@ class ReceiptScorer:
             i = first_at_or_after_near(times, t, dead, len(times))
             while i < len(times) and times[i] == t and lst[i][ID] <= rid:
                 i += 1
-        amounts = self._amounts.get(rec.key)
-        if amounts is None:
-            amounts = self._amounts[rec.key] = []
-            self._cum[rec.key] = [0]
-        cum = self._cum[rec.key]
+        amounts, cum = w.amounts, w.cum
         if i == len(times):
             lst.append(e)
             times.append(t)
@@ -451,8 +493,8 @@ class ReceiptScorer:
             amounts.insert(i, amount)
             del cum[i + 1:]
         magnitude = cents if cents >= 0 else -cents
-        if magnitude > self._max_abs.get(rec.key, -1):
-            self._max_abs[rec.key] = magnitude
+        if magnitude > w.max_abs:
+            w.max_abs = magnitude
         self.entries[rec.id] = e
         self.held.hold(rec.size)
         if i == dead:
@@ -464,16 +506,17 @@ class ReceiptScorer:
         [t - 7 min, t), or the window of a receipt in (t, t + 7 min] that it would join?"""
         if not fits_int64(amount):
             return True
-        times = self._times.get(merchant)
-        if not times:
+        w = self.windows.get(merchant)
+        if w is None:
             return False
+        times = w.times
         # Every sum checked below adds some of the merchant's held amounts and perhaps
         # `amount`: when even all of them at the merchant's largest magnitude fit, none can
         # leave the range. The bound is tried over every held entry first (no search), then
         # over the entries near t; the exact walk (Python, per later receipt) runs only when
         # both fail.
-        dead = self._dead.get(merchant, 0)
-        largest = self._max_abs[merchant]
+        dead = w.dead
+        largest = w.max_abs
         # Not abs(): compiled, that is the interpreter's generic call on a boxed int.
         magnitude = amount if amount >= 0 else -amount
         if (len(times) - dead) * largest + magnitude <= INT64_MAX:
@@ -484,7 +527,7 @@ class ReceiptScorer:
             return False
         if (end - lo) * largest + magnitude <= INT64_MAX:
             return False
-        cum = self._totals(merchant, end)
+        cum = w.totals(end)
         if not fits_int64(cum[bisect_left(times, t, lo, end)] - cum[lo]):
             return True
         for i in range(bisect_left(times, t + 1, lo, end), end):
@@ -493,35 +536,9 @@ class ReceiptScorer:
                 return True
         return False
 
-    def _totals(self, merchant: str, upto: int) -> list[int]:
-        """The merchant's running totals, valid at least through index `upto`."""
-        cum = self._cum[merchant]
-        if len(cum) <= upto:
-            # Replaces the last valid total with itself followed by the ones after it.
-            cum[-1:] = accumulate(self._amounts[merchant][len(cum) - 1:], initial=cum[-1])
-        return cum
-
-    def _features(self, merchant: str, t: int) -> tuple[int, int]:
-        times = self._times.get(merchant)
-        if not times:
-            return 0, 0
-        dead = self._dead.get(merchant, 0)
-        near = self._window_near.get(merchant)
-        if near is None:
-            lo = first_at_or_after(times, t - WINDOW_US, dead)
-            hi = first_at_or_after(times, t, lo)
-        else:
-            lo = first_at_or_after_near(times, t - WINDOW_US, dead, near[0])
-            hi = first_at_or_after_near(times, t, lo, near[1])
-        self._window_near[merchant] = (lo, hi)
-        cum = self._cum[merchant]
-        if len(cum) <= hi:
-            cum = self._totals(merchant, hi)
-        return hi - lo, cum[hi] - cum[lo]
-
     def _score(self, e: list[Any], merchant: str, out: Emit) -> None:
         scorer = self._pinned_scorer()
-        cnt, amt = self._features(merchant, e[T])
+        cnt, amt = self.windows[merchant].features(e[T])
         e[REV], e[CNT], e[AMT], e[MODEL], e[STATE] = 1, cnt, amt, scorer.revision, SCORED
         _encoded(e)
         self._scored += 1
@@ -538,17 +555,17 @@ class ReceiptScorer:
     def _rescore_after(self, merchant: str, t: int, cause: str, out: Emit) -> None:
         """Rescore scored receipts in (t, t + 7 min] whose features the receipt at t changed."""
         scorer = self._pinned_scorer()
-        times = self._times.get(merchant)
-        if times is None:
+        w = self.windows.get(merchant)
+        if w is None:
             return
-        lst = self.by_merchant[merchant]
-        i = first_at_or_after(times, t + 1, self._dead.get(merchant, 0))
+        lst = w.entries
+        i = first_at_or_after(w.times, t + 1, w.dead)
         while i < len(lst) and lst[i][T] <= t + WINDOW_US:
             e = lst[i]
             i += 1
             if e[STATE] != SCORED:
                 continue
-            cnt, amt = self._features(merchant, e[T])
+            cnt, amt = w.features(e[T])
             if (cnt, amt, scorer.revision) == (e[CNT], e[AMT], e[MODEL]):
                 continue
             prev = e[REV]
@@ -579,59 +596,56 @@ class ReceiptScorer:
         self._evict_below(wm - RETENTION_US if wm <= LAST_FINITE else POS_INF)
 
     def _evict_below(self, bound: int) -> None:
-        queue, deads = self._evict, self._dead
+        queue, windows = self._evict, self.windows
         entries, held = self.entries, self.held
         merchants: list[str] = []
         while queue.has_before(bound):
             merchants.clear()
             t = queue.take_time(merchants)
             for merchant in merchants:
-                times = self._times.get(merchant)
-                dead = deads.get(merchant, 0)
+                w = windows.get(merchant)
+                if w is None:
+                    continue  # stale: the merchant's entries were all evicted since
+                times = w.times
+                dead = w.dead
                 if not times or times[dead] != t:
                     continue  # stale: the merchant's first entry changed and has its own row
                 # A watermark step evicts a few entries: searched from the first one kept.
                 k = first_at_or_after_near(times, bound, dead, dead)
-                lst = self.by_merchant[merchant]
+                lst = w.entries
                 for e in lst[dead:k]:
                     del entries[e[ID]]
                     held.release(e[SIZE])
                 self._evicted += k - dead
                 if k == len(lst):
-                    del self.by_merchant[merchant], self._times[merchant]
-                    del self._amounts[merchant], self._cum[merchant], self._max_abs[merchant]
-                    deads.pop(merchant, None)
-                    self._window_near.pop(merchant, None)
+                    del windows[merchant]
                     continue
                 if k >= COMPACT_AFTER or 2 * k >= len(lst):
-                    del lst[:k], times[:k], self._amounts[merchant][:k]
-                    cum = self._cum[merchant]
+                    del lst[:k], times[:k], w.amounts[:k]
+                    cum = w.cum
                     if len(cum) > k:
                         del cum[:k]
                     else:  # no valid total at the new first entry: start again from 0
                         cum[:] = [0]
-                    deads.pop(merchant, None)
-                    near = self._window_near.get(merchant)
-                    if near is not None:  # the indexes it holds move with the cut
-                        self._window_near[merchant] = (near[0] - k, near[1] - k)
+                    # The indexes of the last lookup move with the cut.
+                    w.near_lo -= k
+                    w.near_hi -= k
                     k = 0
-                else:
-                    deads[merchant] = k
+                w.dead = k
                 queue.push(times[k], merchant)
         self.ids.evict_before(bound - DEDUP_HORIZON_US if bound <= LAST_FINITE else NEG_INF)
 
     def live_entries(self, merchant: str) -> list[list[Any]]:
         """The merchant's entries held in state (its list less the evicted prefix not yet cut),
         sorted by (occurred_us, receipt_id)."""
-        lst = self.by_merchant.get(merchant, [])
-        dead = self._dead.get(merchant, 0)
-        return lst[dead:] if dead else lst
+        w = self.windows.get(merchant)
+        return w.live() if w is not None else []
 
-    def _checkpointed(self, merchant: str) -> list[Any]:
-        """The merchant's live entries as a checkpoint holds them: each one's kept JSON, or its
+    @staticmethod
+    def _checkpointed(w: MerchantWindow) -> list[Any]:
+        """A merchant's live entries as a checkpoint holds them: each one's kept JSON, or its
         fields when it has none (a pending entry)."""
-        return [e[ENCODED] if e[ENCODED] is not None else e[:ENCODED]
-                for e in self.live_entries(merchant)]
+        return [e[ENCODED] if e[ENCODED] is not None else e[:ENCODED] for e in w.live()]
 
     clocked = False  # nothing here is decided by a clock: the host need not call on_clock
 
@@ -652,7 +666,7 @@ class ReceiptScorer:
             "model": {"revision": self.model.revision, "artifact": self.model.artifact,
                       "pin_seq": self.pin_seq} if self.model else None,
             "tolerance_us": self.tolerance, "wm": self.wm,
-            "merchants": {m: self._checkpointed(m) for m in self.by_merchant},
+            "merchants": {m: self._checkpointed(w) for m, w in self.windows.items()},
             "pending": [list(p) for p in self.pending.pairs()],
             "counters": self.counters, "peak": self.peak,
         }
@@ -672,29 +686,21 @@ class ReceiptScorer:
         self.wm = snap["wm"]
         # Entries checkpointed before they carried their source bytes count none. Each is
         # encoded again while it is fresh in memory (see ENCODED).
-        self.by_merchant = {k: [[*e, 0, None, k] if len(e) == SIZE else [*e, None, k]
-                                for e in v]
-                            for k, v in snap["merchants"].items()}
         untrack = UNTRACK_FLAT
-        for lst in self.by_merchant.values():
+        self.windows = {}
+        self.entries = {}
+        self.held = Held()
+        for k, v in snap["merchants"].items():
+            lst = [[*e, 0, None, k] if len(e) == SIZE else [*e, None, k] for e in v]
             for e in lst:
                 _encoded(e)
                 if untrack is not None:
                     untrack(e)
-        self._times = {k: [e[T] for e in v] for k, v in self.by_merchant.items()}
-        self._amounts = {k: [e[AMOUNT] for e in v] for k, v in self.by_merchant.items()}
-        self._cum = {k: [0, *accumulate(v)] for k, v in self._amounts.items()}
-        self._max_abs = {k: max(map(abs, v)) for k, v in self._amounts.items() if v}
-        self.entries = {}
-        self._evict = TimeQueue((lst[0][T], merchant)
-                                for merchant, lst in self.by_merchant.items() if lst)
-        self._dead = {}
-        self._window_near = {}
-        self.held = Held()
-        for lst in self.by_merchant.values():
-            for e in lst:
                 self.entries[e[ID]] = e
                 self.held.hold(e[SIZE])
+            self.windows[k] = MerchantWindow(lst)
+        self._evict = TimeQueue((w.entries[0][T], merchant)
+                                for merchant, w in self.windows.items() if w.entries)
         self.ids = IdentityIndex(time_slot=ID_T, track_changes=True)
         # Rows are [revision, payload_hash, occurred_us]; checkpoints written before the
         # tenth round hold [payload_hash, occurred_us] (a delta chain may mix the two).
@@ -716,6 +722,6 @@ class ReceiptScorer:
     def state_metrics(self) -> dict[str, Any]:
         return {"state_records": len(self.entries), "state_bytes": self.held.bytes,
                 "pending": len(self.pending), "dedup_ids": len(self.ids),
-                "merchants": len(self.by_merchant), "watermark": us_to_iso(self.wm),
+                "merchants": len(self.windows), "watermark": us_to_iso(self.wm),
                 "model_revision": self.model.revision if self.model else None,
                 "peak": dict(self.peak), **self.counters}
