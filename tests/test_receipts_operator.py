@@ -355,3 +355,37 @@ def test_pending_receipts_at_one_time_score_in_id_order_before_and_after_a_resto
         # The facts carry their JSON only; the payload is read back from it, run field too.
         assert out.facts[0].payload_dict is None
         assert out.facts[0].payload["watermark"] == at(4)
+
+
+def test_the_peak_is_the_most_receipts_ever_held_and_their_bytes_then_across_a_restore():
+    """`peak` holds the largest count of entries state held after any receipt, and the bytes
+    held at that moment; a restored scorer goes on from the checkpointed peak, however little
+    it holds by then."""
+    import random
+
+    rng = random.Random(7)
+    op = ReceiptScorer(MODEL)
+    out = Emit()
+    most, bytes_then = 0, 0
+
+    def receive(i, minute):
+        nonlocal most, bytes_then
+        o = rcpt(f"r{i:04d}", rng.choice(["m1", "m2", "m3"]), minute, cents=100 + i)
+        op.on_record(record(o, 0, i), out)
+        if len(op.entries) > most:
+            most, bytes_then = len(op.entries), op.held.bytes
+
+    for i in range(240):  # state rises and falls as the watermark evicts
+        receive(i, i / 10 + rng.choice([0, -1, 2]))
+        if i % 20 == 19:
+            op.on_watermark("receipts", wm(i / 10 - rng.choice([2, 14, 30])), out)
+    op.on_watermark("receipts", wm(60), out)  # everything scored and evicted
+    assert len(op.entries) == 0 and op.peak == {"records": most, "bytes": bytes_then}
+    again = ReceiptScorer()
+    again.restore(orjson.loads(orjson.dumps(op.snapshot())))
+    assert again.peak == op.peak
+    op = again
+    for i in range(240, 300):  # fewer than the peak held after the restore
+        receive(i, 60 + (i - 240) / 10)
+    assert 0 < len(op.entries) < most
+    assert op.peak == {"records": most, "bytes": bytes_then}
