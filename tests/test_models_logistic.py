@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,3 +61,21 @@ def test_the_scorer_scores_with_it():
         assert score == want
         assert decision == ("decline" if want >= 0.8 else "review" if want >= 0.5 else
                             "approve")
+
+
+def test_every_feature_and_transform_and_an_unknown_one_named_when_scored():
+    scorer = LogisticScorer([("feature_amount_7m", "log1p_dollars", -0.7, 1.0, 0.5),
+                             ("feature_count_7m", "log1p_dollars", 0.3, 0.0, 1.0),
+                             ("amount_cents", "identity", 2e-6, 100.0, 7.0)],
+                            intercept=0.2, decimals=4, decline_at=0.9, review_at=0.6,
+                            revision="m-test")
+    for count, amount_7m, cents in ((0, 0, 0), (5, -300, 1), (2, 10**7, -50), (9, 4_321, 10**6)):
+        z = (0.2 + -0.7 * (math.log1p(max(amount_7m, 0) / 100.0) - 1.0) / 0.5
+             + 0.3 * (math.log1p(max(count, 0) / 100.0) - 0.0) / 1.0
+             + 2e-6 * (float(cents) - 100.0) / 7.0)
+        assert scorer.score_receipt(count, amount_7m, cents)[0] == round(
+            1.0 / (1.0 + math.exp(-z)), 4)
+    odd = LogisticScorer([("amount_cents", "sqrt_dollars", 1.0, 0.0, 1.0)], intercept=0.0,
+                         decimals=6, decline_at=0.9, review_at=0.6, revision="m-odd")
+    with pytest.raises(ValueError, match="sqrt_dollars"):
+        odd.score_receipt(1, 2, 3)
