@@ -128,6 +128,23 @@ def test_the_run_fields_sort_after_every_business_field():
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.integers(-(2 ** 50), 2 ** 52), st.sampled_from([0, 1, POS_INF])),
+                min_size=1, max_size=12))
+def test_each_decision_carries_its_own_watermark_through_repeats_and_returns(watermarks):
+    """The last watermark tail is kept for the next decision: a repeat, a return to an earlier
+    watermark and an infinite one each carry their own (the hash never includes it)."""
+    kw = {"receipt_id": "r", "merchant_id": "m", "store_id": "s", "occurred_us": 0,
+          "amount_cents": 1, "scoring_revision": 1, "model": MODELS[0], "count": 0,
+          "amount_7m": 0, "status": "live", "origin": "live", "reason": "x"}
+    hashes = set()
+    for w in [*watermarks, *reversed(watermarks)]:
+        fact = built({**kw, "watermark_us": w})
+        assert orjson.loads(fact.payload_json)["watermark"] == us_to_iso(w)
+        hashes.add(fact.payload_hash)
+    assert len(hashes) == 1
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.sampled_from(MODELS), st.integers(0, 5000), st.integers(-(2 ** 63), 2 ** 63 - 1),
        st.integers(-(2 ** 63), 2 ** 63 - 1))
 def test_model_terms_read_once_score_like_the_artifact(model, count, amount_7m, amount):

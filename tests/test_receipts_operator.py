@@ -389,3 +389,42 @@ def test_the_peak_is_the_most_receipts_ever_held_and_their_bytes_then_across_a_r
         receive(i, 60 + (i - 240) / 10)
     assert 0 < len(op.entries) < most
     assert op.peak == {"records": most, "bytes": bytes_then}
+
+
+def test_every_decision_carries_the_watermark_it_was_made_at():
+    """The scorer keeps its last decision's watermark tail: each decision, scored by a
+    watermark step, live when late, rescored, or at the end of the stream, still carries the
+    watermark of its moment, across a restore to an earlier checkpoint."""
+    import random
+
+    from streaming.timeutil import us_to_iso
+
+    rng = random.Random(11)
+    op = ReceiptScorer(MODEL)
+    out = Emit()
+    seen = set()
+    snap = None
+    for i in range(400):
+        if i == 250:  # back to an earlier checkpoint: its watermark is below the last one used
+            again = ReceiptScorer()
+            again.restore(snap)
+            op = again
+        before = len(out.facts)
+        if i % 9 == 8:
+            op.on_watermark("receipts", wm(i / 20 + rng.choice([0, 0.5])), out)
+        else:
+            late = rng.choice([0, 0, 0, -3])  # some late receipts are scored (and rescore) live
+            o = rcpt(f"r{i:04d}", rng.choice(["m1", "m2"]), i / 20 + late, cents=100 + i)
+            op.on_record(record(o, 0, i), out)
+        for f in out.facts[before:]:
+            assert orjson.loads(f.payload_json)["watermark"] == us_to_iso(op.wm), f.fact_key
+            seen.add(f.payload["status"])
+        if i == 120:
+            snap = orjson.loads(orjson.dumps(op.snapshot()))
+    feed(op, [rcpt(f"later-{k}", "m1", 40 + k) for k in range(3)], out)  # waiting at the end
+    before = len(out.facts)
+    op.on_end_of_stream(out)
+    assert len(out.facts) - before == 3
+    assert all(orjson.loads(f.payload_json)["watermark"] == us_to_iso(POS_INF)
+               for f in out.facts[before:])
+    assert seen == {"live", "rescored"}

@@ -36,7 +36,7 @@ from ..models.registry import Model
 from ..state import Held, TimeQueue, first_at_or_after, first_at_or_after_near
 from ..timeutil import LAST_FINITE, NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, HASH_LATER, INT64_MAX, JSON_FILL,
-                   ROUTED, Emit, Fact, QueueEntry, fits_int64, json_recurring,
+                   ROUTED, BoundedTexts, Emit, Fact, QueueEntry, fits_int64, json_recurring,
                    json_scalar)
 from .changes import RowChanges, SnapshotParts
 from .identity import IdentityIndex, settle
@@ -152,11 +152,13 @@ def decision_key(receipt_id: str, scoring_revision: int) -> str:
 def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_us: int,
                   amount_cents: int, scoring_revision: int, scorer: LogisticScorer, count: int,
                   amount_7m: int, watermark_us: int, status: str, origin: str, reason: str,
-                  predecessor_revision: int | None = None, hash_now: bool = True) -> Fact:
+                  predecessor_revision: int | None = None, hash_now: bool = True,
+                  tail: str | None = None) -> Fact:
     """The one builder of decision facts (live scorer, reconciliation, re-pinning), scored by
     a pinned model's `scorer`, whose revision the decision names. Without
     `hash_now` the fact leaves its hash for later (`HASH_LATER`, over its `hash_text`), for
-    its batch's facts to be hashed together (`hash_facts`)."""
+    its batch's facts to be hashed together (`hash_facts`). `tail`, when given, is
+    `_watermark_tail(watermark_us)` as the caller kept it."""
     # What the overflow guard keeps out of state, and orjson refused too.
     if not (fits_int64(amount_cents) and fits_int64(amount_7m)):
         raise ValueError(f"decision for {receipt_id}: an amount leaves the 64-bit range")
@@ -198,25 +200,15 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     # it (a repair, a test); the sink stores the text as it is.
     pred = decision_key(receipt_id, predecessor_revision) if predecessor_revision else None
     key = decision_key(receipt_id, scoring_revision)
-    stored = business[:-1] + _watermark_tail(watermark_us)
+    stored = business[:-1] + (tail if tail is not None else _watermark_tail(watermark_us))
     if hash_now:
         return Fact(key, KIND, receipt_id, status, None, digest(business), pred, stored)
     return Fact(key, KIND, receipt_id, status, None, HASH_LATER, pred, stored, business)
 
 
-class _LastTail:
-    """The watermark tail rendered last, and its watermark."""
-
-    __slots__ = ("watermark_us", "text")
-
-    def __init__(self) -> None:
-        self.watermark_us = 0
-        self.text: str | None = None
-
-
-# One, for every scorer: a tail depends on its watermark alone. A Final static when compiled,
-# where a module-level name is a lookup.
-_LAST_TAIL: Final = _LastTail()
+# The watermark tails rendered lately (a bounded store: a Final static when compiled, where a
+# cached function was a module lookup and an interpreted call per decision).
+_TAILS: Final = BoundedTexts(64)
 
 
 # The tail as a template for `_texts.json_fill`: the watermark written as an instant.
@@ -224,22 +216,24 @@ _TAIL_PARTS: Final = (',"watermark":', "}")
 
 
 def _watermark_tail(watermark_us: int) -> str:
-    """The watermark as the JSON tail `,"watermark":...}`. Every decision of a watermark step
-    carries the same one, and the live path's watermark only rises, so the last tail rendered
-    is kept: comparing two machine integers, where a bounded store of tails by watermark was a
-    boxed integer's hash and a dictionary lookup, about 700 instructions a decision
-    (callgrind, fifty-seventh round). Where the compiled core is in use, a finite one is
-    written by one C call (fifty-first round)."""
-    last = _LAST_TAIL
-    tail = last.text
-    if tail is not None and last.watermark_us == watermark_us:
-        return tail
+    """The watermark as the JSON tail `,"watermark":...}` (every decision of a batch carries
+    the same one, so it is rendered once). Where the compiled core is in use, a finite one is
+    written by one C call: a watermark step's decisions are often its only ones, so most tails
+    are new, and rendered and encoded they averaged 1,166 instructions a decision, 934 with the
+    call (callgrind, fifty-first round). The receipt scorer keeps the last one it rendered
+    instead (`ReceiptScorer._tail`)."""
+    tail = _TAILS.get(watermark_us)
+    if tail is None:
+        tail = _TAILS.keep(watermark_us, _rendered_tail(watermark_us))
+    return tail
+
+
+def _rendered_tail(watermark_us: int) -> str:
+    """`_watermark_tail`, rendered anew."""
     fill = JSON_FILL
     text = fill(_TAIL_PARTS, b"t", (watermark_us,)) if fill is not None else None
     if text is None:  # a pure run, or an infinite watermark
         text = f',"watermark":{json_scalar(us_to_iso(watermark_us))}}}'
-    last.watermark_us = watermark_us
-    last.text = text
     return text
 
 
@@ -352,6 +346,9 @@ class ReceiptScorer:
         # map, the comparison was a lookup and the interpreter's generic comparison, about 300
         # instructions (callgrind, fifty-seventh round). The map is written when it rises.
         self._peak_records = 0
+        # The watermark tail of the scorer's last decision, and its watermark (`_tail`).
+        self._tail_wm = NEG_INF
+        self._tail_text: str | None = None
 
     @property
     def counters(self) -> dict[str, int]:
@@ -540,6 +537,20 @@ class ReceiptScorer:
                 return True
         return False
 
+    def _tail(self) -> str:
+        """The watermark tail of a decision made now. A watermark step's decisions share it and
+        the live path's watermark only rises, so the scorer keeps the last one it rendered: two
+        machine integers compared, where the bounded store of tails by watermark
+        (`_watermark_tail`) took a boxed integer's hash and a dictionary lookup, about 700
+        instructions a decision (callgrind, docs/performance.md, fifty-seventh round). Kept by
+        the scorer, not the module: one scorer is driven by one thread, and its two fields are
+        never read half-written."""
+        text = self._tail_text
+        if text is None or self._tail_wm != self.wm:
+            text = self._tail_text = _rendered_tail(self.wm)
+            self._tail_wm = self.wm
+        return text
+
     def _score(self, e: list[Any], merchant: str, out: Emit) -> None:
         scorer = self._pinned_scorer()
         cnt, amt = self.windows[merchant].features(e[T])
@@ -550,7 +561,7 @@ class ReceiptScorer:
             receipt_id=e[ID], merchant_id=merchant, store_id=e[STORE], occurred_us=e[T],
             amount_cents=e[AMOUNT], scoring_revision=1, scorer=scorer, count=cnt,
             amount_7m=amt, watermark_us=self.wm, status="live", origin="live",
-            reason="watermark_passed_occurrence", hash_now=False))
+            reason="watermark_passed_occurrence", hash_now=False, tail=self._tail()))
         # The decision's hash is left for later: its batch's facts are hashed together when
         # the batch's rows are made (`store.ops.fact_rows`), several side by side. One at a
         # time the hashes were 14% of the scorer's instructions; a watermark step's decisions
@@ -581,7 +592,8 @@ class ReceiptScorer:
                 amount_cents=e[AMOUNT], scoring_revision=prev + 1, scorer=scorer,
                 count=cnt, amount_7m=amt, watermark_us=self.wm, status="rescored",
                 origin="live", reason=f"late_within_tolerance:{cause}",
-                predecessor_revision=prev, hash_now=False))  # with its batch, as `_score`'s
+                predecessor_revision=prev, hash_now=False,  # with its batch, as `_score`'s
+                tail=self._tail()))
 
     # ------------------------------------------------------------------ time
     def on_watermark(self, topic: str, wm: int, out: Emit) -> None:
