@@ -358,6 +358,79 @@ def test_receipt_deltas_follow_forgetting_and_reuploads_and_a_restore_goes_on_th
     assert as_stored(twin.snapshot()) == as_stored(op.snapshot())
 
 
+def _receipt_feed(op: ReceiptScorer, rnd: random.Random, start: int, n: int) -> list[tuple]:
+    """`n` receipts from `start` on, ten a minute over three merchants, some out of order, the
+    watermark two minutes behind; the facts they made."""
+    out = Emit()
+    for i in range(start, start + n):
+        minute = i / 10 + rnd.choice([0, 0, 0, -0.5, -3, -9])
+        op.on_record(record(rcpt(f"r{i:05d}", f"m-{rnd.randint(0, 2)}", max(minute, 0),
+                                 cents=rnd.randint(1, 900)), 0, i), out)
+        if i % 10 == 9:
+            op.on_watermark("receipts", wm(i / 10 - 2), out)
+    return _facts(out)
+
+
+def test_a_receipt_delta_holds_the_entries_written_and_evicted_since_the_mark_only():
+    """A delta names the receipts written (taken, scored, rescored) or evicted since the last
+    checkpoint, not every entry of the windows; each row is the entry's fields and merchant."""
+    from streaming.operators.receipts import ENCODED, ID, MERCHANT
+    op = ReceiptScorer(Model.from_artifact(INITIAL_ARTIFACT))
+    rnd = random.Random(3)
+    _receipt_feed(op, rnd, 0, 400)  # 40 minutes: evictions start after 12
+    parts = op.snapshot_parts()
+    parts.mark()
+    before = {rid: list(e) for rid, e in op.entries.items()}
+    assert len(before) > 100
+    _receipt_feed(op, rnd, 400, 10)
+    changes = as_stored(op.snapshot_parts().changes()["rows"]["entries"])
+    evicted = set(before) - set(op.entries)
+    written = {rid for rid, e in op.entries.items() if before.get(rid) != e}
+    assert evicted and written and len(changes) < len(before) / 4
+    assert set(changes) == evicted | written
+    assert all(changes[rid] is None for rid in evicted)
+    for rid in written:
+        e = op.entries[rid]
+        assert changes[rid] == as_stored([*e[:ENCODED], e[MERCHANT]]) and e[ID] == rid
+
+
+@pytest.mark.parametrize("layout", ["entries", "merchants", "merchants-before-sizes"])
+def test_receipts_restore_windows_checkpointed_in_each_layout(layout):
+    # Entries are checkpointed by receipt ID in the order they were taken, not in their
+    # windows' order (receipts out of order here), and a restore puts each window in order.
+    # Until the fifty-eighth round the windows were checkpointed as each merchant's list of
+    # entries in window order (each the fields without the merchant); before entries carried
+    # their source bytes, without the size. Each restores to the same state, which goes on as
+    # the scorer it was taken from.
+    from streaming.operators.receipts import ENCODED, ID, MERCHANT, SIZE
+    model = Model.from_artifact(INITIAL_ARTIFACT)
+    op = ReceiptScorer(model)
+    _receipt_feed(op, random.Random(5), 0, 300)
+    snap = as_stored(op.snapshot())
+    assert len(snap["entries"]) > 100
+    order = [rid for m in op.windows for rid in (e[ID] for e in op.live_entries(m))]
+    assert list(snap["entries"]) != order
+    cut = ENCODED if layout == "merchants" else SIZE
+    older = {k: v for k, v in snap.items() if k != "entries"}
+    older["merchants"] = {m: [e[:cut] for e in op.live_entries(m)] for m in op.windows}
+    if layout == "entries":
+        older = snap
+    if layout == "merchants-before-sizes":
+        for e in op.entries.values():
+            op.held.release(e[SIZE])
+            e[SIZE] = 0
+            e[ENCODED] = None
+        snap = as_stored(op.snapshot())
+    again = ReceiptScorer(model)
+    again.restore(older)
+    assert as_stored(again.snapshot()) == snap
+    assert {rid: e[MERCHANT] for rid, e in again.entries.items()} == \
+        {rid: e[MERCHANT] for rid, e in op.entries.items()}
+    assert _receipt_feed(again, random.Random(6), 300, 100) == \
+        _receipt_feed(op, random.Random(6), 300, 100)
+    assert as_stored(again.snapshot()) == as_stored(op.snapshot())
+
+
 @pytest.mark.parametrize("layout", ["list", "keyed"])
 def test_ledger_restores_windows_checkpointed_in_earlier_layouts(layout):
     # Before delta checkpoints the windows were a list; until the ninth round each window's

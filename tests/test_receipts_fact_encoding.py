@@ -174,12 +174,16 @@ entries = st.tuples(
 
 
 @settings(max_examples=1500, deadline=None)
-@given(entries)
-def test_an_entrys_kept_checkpoint_json_is_orjsons(fields):
+@given(entries, text)
+def test_an_entrys_kept_checkpoint_json_is_orjsons(fields, merchant):
     """The JSON an entry keeps for checkpoints (the compiled core's template, or orjson for
-    what it declines) is orjson's encoding of the entry's fields."""
-    e = [*fields, None]
-    assert len(e) == receipts.ENCODED + 1
+    what it declines) is orjson's encoding of the entry's fields and its merchant."""
+    e = [*fields, None, merchant]
+    assert len(e) == receipts.MERCHANT + 1
     receipts._encoded(e)
-    assert orjson.dumps(e[receipts.ENCODED]) == orjson.dumps(list(fields))
-    assert orjson.loads(orjson.dumps(e[receipts.ENCODED])) == list(fields)
+    row = [*fields, merchant]
+    assert orjson.dumps(e[receipts.ENCODED]) == orjson.dumps(row)
+    assert orjson.loads(orjson.dumps(e[receipts.ENCODED])) == row
+    assert receipts._checkpoint_row(e) is e[receipts.ENCODED]
+    e[receipts.ENCODED] = None  # a pending entry's row: its fields and merchant as they are
+    assert receipts._checkpoint_row(e) == row

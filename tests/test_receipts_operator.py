@@ -4,6 +4,7 @@ rescoring with predecessor links, snapshot/restore."""
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from streaming.models.registry import INITIAL_ARTIFACT, Model
 from streaming.operators.base import DUPLICATE, ROUTED, Emit
@@ -247,22 +248,26 @@ def test_every_entry_keeps_its_checkpoint_json_as_its_fields_change():
     snapshot holding those encodings is the bytes of one holding the fields."""
     import random
 
-    from streaming.operators.receipts import ENCODED, HISTORY, ID, PENDING, REV, STATE
+    from streaming.operators.receipts import ENCODED, HISTORY, ID, MERCHANT, PENDING, REV, STATE
 
     def kept_as_written(op):
         seen = {PENDING: 0, HISTORY: 0, "rescored": 0}
         for m in op.windows:
             for e in op.live_entries(m):
+                assert e[MERCHANT] == m, e
                 if e[ENCODED] is None:
                     assert e[STATE] == PENDING, e
                     seen[PENDING] += 1
                     continue
-                assert orjson.dumps(e[ENCODED]) == orjson.dumps(e[:ENCODED]), e
+                assert orjson.dumps(e[ENCODED]) == orjson.dumps([*e[:ENCODED], m]), e
                 seen[HISTORY] += e[STATE] == HISTORY
                 seen["rescored"] += e[REV] > 1
-        fields = {**op.snapshot(), "merchants": {m: [e[:ENCODED] for e in op.live_entries(m)]
-                                                 for m in op.windows}}
+        # The checkpoint's rows are every entry's fields and merchant, by receipt ID.
+        fields = {**op.snapshot(), "entries": {rid: [*e[:ENCODED], e[MERCHANT]]
+                                               for rid, e in op.entries.items()}}
         assert orjson.dumps(op.snapshot()) == orjson.dumps(fields)
+        assert sorted(op.entries) == sorted(e[ID] for m in op.windows
+                                            for e in op.live_entries(m))
         return seen
 
     rng = random.Random(11)
@@ -331,20 +336,30 @@ def test_checkpointed_identities_follow_the_index_across_forgetting_and_reupload
     assert op.counters["evicted"] > 0 and len(op.ids) < offset  # identities were forgotten
 
 
-def test_pending_receipts_at_one_time_score_in_id_order_before_and_after_a_restore():
+@pytest.mark.parametrize("layout", ["entries", "listed"])
+def test_pending_receipts_at_one_time_score_in_id_order_before_and_after_a_restore(layout):
     # Pending receipts are kept as one heap entry per occurrence time with the IDs at that
-    # time beside it: equal times score in receipt-ID order, whatever order they came in, and
-    # the checkpoint lists them as [occurred_us, receipt_id] in scoring order.
+    # time beside it: equal times score in receipt-ID order, whatever order they came in. The
+    # checkpoint holds them as the entries whose state is PENDING; before the fifty-eighth
+    # round it listed them as [occurred_us, receipt_id] in scoring order, and such a
+    # checkpoint restores the same.
+    from streaming.operators.receipts import PENDING, STATE, T
     objs = [rcpt("r-c", "m1", 3), rcpt("r-a", "m1", 3), rcpt("r-b", "m2", 3),
             rcpt("r-z", "m1", 1), rcpt("r-y", "m1", 5)]
     op = ReceiptScorer(MODEL)
     feed(op, objs)
     snap = orjson.loads(orjson.dumps(op.snapshot()))
-    assert snap["pending"] == [[wm(1), "r-z"], [wm(3), "r-a"], [wm(3), "r-b"], [wm(3), "r-c"],
-                               [wm(5), "r-y"]]
+    assert "pending" not in snap
+    assert sorted([row[T], rid] for rid, row in snap["entries"].items()
+                  if row[STATE] == PENDING) == \
+        [[wm(1), "r-z"], [wm(3), "r-a"], [wm(3), "r-b"], [wm(3), "r-c"], [wm(5), "r-y"]]
+    if layout == "listed":
+        snap["pending"] = [[wm(1), "r-z"], [wm(3), "r-a"], [wm(3), "r-b"], [wm(3), "r-c"],
+                           [wm(5), "r-y"]]
     assert op.state_metrics()["pending"] == 5
     restored = ReceiptScorer()
     restored.restore(snap)
+    assert restored.pending.pairs() == op.pending.pairs()
     for scorer in (op, restored):
         out = Emit()
         scorer.on_watermark("receipts", wm(4), out)

@@ -394,12 +394,14 @@ def dump_checkpoint(spec: PipelineSpec, op: Operator, source: Source,
 
 def _joined(first: bytes, second: bytes) -> bytes:
     """Two encoded JSON objects as one, the first's members then the second's: the bytes of
-    encoding `{**a, **b}` where the two share no key."""
+    encoding `{**a, **b}` where the two share no key. Copied once: slicing each and adding
+    the slices copied a full checkpoint's state three times (about 0.26 s for 80 MB in a
+    1,000,000-receipt run; docs/performance.md, fifty-eighth round)."""
     if first == b"{}":
         return second
     if second == b"{}":
         return first
-    return first[:-1] + b"," + second[1:]
+    return b"".join((memoryview(first)[:-1], b",", memoryview(second)[1:]))
 
 
 def encode_state(state: dict) -> bytes:

@@ -36,7 +36,7 @@ from ..models.registry import Model
 from ..state import Held, TimeQueue, first_at_or_after, first_at_or_after_near
 from ..timeutil import LAST_FINITE, NEG_INF, POS_INF, US_PER_HOUR, US_PER_MIN, us_to_iso
 from .base import (ACCEPTED, AGGREGATE_OVERFLOW, DUPLICATE, HASH_LATER, INT64_MAX, JSON_FILL,
-                   ROUTED, BoundedTexts, Emit, Fact, QueueEntry, fits_int64, json_recurring,
+                   ROUTED, Emit, Fact, QueueEntry, fits_int64, json_recurring,
                    json_scalar)
 from .changes import RowChanges, SnapshotParts
 from .identity import IdentityIndex, settle
@@ -75,9 +75,9 @@ AMT: Final = 6
 MODEL: Final = 7
 STATE: Final = 8
 SIZE: Final = 9  # the source bytes
-# After them, not checkpointed: the entry's checkpoint JSON (the list of the fields above) as
-# an orjson Fragment, or None. A checkpoint holds every entry of the window, at every
-# checkpoint, and encoding those entries where they lie cost 1.4 us each (4.3 s of a
+# After them: the entry's checkpoint row (`_checkpoint_row`: the fields above, then its
+# merchant) as an orjson Fragment of its JSON, or None. A full checkpoint holds every entry of
+# the window, and encoding those entries where they lie cost 1.4 us each (4.3 s of a
 # 1,000,000-receipt run): they were made over the last twelve minutes of event time, between
 # the batch's other objects, and the encoder waits on memory for each of their fields. Encoded
 # once when the entry is written, while it is in the cache, a checkpoint copies the bytes
@@ -86,7 +86,8 @@ SIZE: Final = 9  # the source bytes
 ENCODED: Final = SIZE + 1
 # And the merchant whose lists hold the entry, its key: a watermark step scores its due
 # receipts by ID, and a map from ID to merchant beside `entries` was a store, a lookup and a
-# delete per receipt in a table the size of the window (callgrind, fifty-seventh round).
+# delete per receipt in a table the size of the window (callgrind, fifty-seventh round). The
+# checkpoint row ends with it; `ENCODED` itself is never checkpointed.
 MERCHANT: Final = ENCODED + 1
 # An entry's STATE:
 PENDING: Final = 0
@@ -96,7 +97,8 @@ ID_T: Final = 2  # identity row (operators.identity): [revision, payload_hash, o
 
 
 def _encoded(e: list[Any]) -> None:
-    """Keep the entry's checkpoint JSON beside its fields (ENCODED), after a write to them.
+    """Keep the entry's checkpoint row as JSON beside its fields (ENCODED), after a write to
+    them: the fields T .. SIZE, then the merchant.
 
     Kept as text, a copy the size of the JSON: the bytes orjson returns are kept by the
     allocator in a block the size orjson first reserved, and a window of them held for minutes
@@ -111,10 +113,17 @@ def _encoded(e: list[Any]) -> None:
         model = e[MODEL]
         text = fill(_ENTRY_PARTS, _ENTRY_KINDS if model is not None else _ENTRY_KINDS_NO_MODEL,
                     (e[T], e[ID], e[AMOUNT], e[STORE], e[REV], e[CNT], e[AMT],
-                     model if model is not None else "null", e[STATE], e[SIZE]))
+                     model if model is not None else "null", e[STATE], e[SIZE], e[MERCHANT]))
     if text is None:
-        text = orjson.dumps(e[:ENCODED]).decode()
+        text = orjson.dumps([*e[:ENCODED], e[MERCHANT]]).decode()
     e[ENCODED] = _FRAGMENT(text)
+
+
+def _checkpoint_row(e: list[Any]) -> Any:
+    """The entry as a checkpoint holds it: its kept JSON, or (a pending entry) its fields
+    and merchant."""
+    encoded = e[ENCODED]
+    return encoded if encoded is not None else [*e[:ENCODED], e[MERCHANT]]
 
 
 # Bound once: compiled, `orjson.Fragment` was an attribute lookup on the module for every entry
@@ -134,11 +143,11 @@ _DECISION_MEMBERS: Final = (
 _DECISION_PARTS: Final = (*(("{" if i == 0 else ",") + f'"{name}":'
                             for i, (name, _) in enumerate(_DECISION_MEMBERS)), "}")
 _DECISION_KINDS: Final = "".join(kind for _, kind in _DECISION_MEMBERS).encode()
-# An entry's fields (T .. SIZE) as a JSON array, for the same C: its model is text, or None
-# (not scored yet) written as JSON's null.
-_ENTRY_PARTS: Final = ("[", *([","] * SIZE), "]")
-_ENTRY_KINDS: Final = b"isisiiisii"
-_ENTRY_KINDS_NO_MODEL: Final = b"isisiiirii"
+# An entry's checkpoint row (T .. SIZE, then MERCHANT) as a JSON array, for the same C: its
+# model is text, or None (not scored yet) written as JSON's null.
+_ENTRY_PARTS: Final = ("[", *([","] * (SIZE + 1)), "]")
+_ENTRY_KINDS: Final = b"isisiiisiis"
+_ENTRY_KINDS_NO_MODEL: Final = b"isisiiiriis"
 
 
 def decision_key(receipt_id: str, scoring_revision: int) -> str:
@@ -158,7 +167,7 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     a pinned model's `scorer`, whose revision the decision names. Without
     `hash_now` the fact leaves its hash for later (`HASH_LATER`, over its `hash_text`), for
     its batch's facts to be hashed together (`hash_facts`). `tail`, when given, is
-    `_watermark_tail(watermark_us)` as the caller kept it."""
+    `_watermark_tail(watermark_us)` as the caller kept it; rendered here otherwise."""
     # What the overflow guard keeps out of state, and orjson refused too.
     if not (fits_int64(amount_cents) and fits_int64(amount_7m)):
         raise ValueError(f"decision for {receipt_id}: an amount leaves the 64-bit range")
@@ -206,35 +215,25 @@ def decision_fact(*, receipt_id: str, merchant_id: str, store_id: str, occurred_
     return Fact(key, KIND, receipt_id, status, None, HASH_LATER, pred, stored, business)
 
 
-# The watermark tails rendered lately (a bounded store: a Final static when compiled, where a
-# cached function was a module lookup and an interpreted call per decision).
-_TAILS: Final = BoundedTexts(64)
-
-
 # The tail as a template for `_texts.json_fill`: the watermark written as an instant.
 _TAIL_PARTS: Final = (',"watermark":', "}")
 
 
 def _watermark_tail(watermark_us: int) -> str:
-    """The watermark as the JSON tail `,"watermark":...}` (every decision of a batch carries
-    the same one, so it is rendered once). Where the compiled core is in use, a finite one is
-    written by one C call: a watermark step's decisions are often its only ones, so most tails
-    are new, and rendered and encoded they averaged 1,166 instructions a decision, 934 with the
-    call (callgrind, fifty-first round). The receipt scorer keeps the last one it rendered
-    instead (`ReceiptScorer._tail`)."""
-    tail = _TAILS.get(watermark_us)
-    if tail is None:
-        tail = _TAILS.keep(watermark_us, _rendered_tail(watermark_us))
-    return tail
-
-
-def _rendered_tail(watermark_us: int) -> str:
-    """`_watermark_tail`, rendered anew."""
+    """The watermark as the JSON tail `,"watermark":...}`. Where the compiled core is in
+    use, a finite one is written by one C call: rendered and encoded it averaged 1,166
+    instructions a decision, 934 with the call (callgrind, fifty-first round). The live scorer
+    keeps the last one it rendered (`ReceiptScorer._tail`); the other builders of decisions
+    (reconciliation, re-pinning) render it per decision, off the live path."""
     fill = JSON_FILL
     text = fill(_TAIL_PARTS, b"t", (watermark_us,)) if fill is not None else None
     if text is None:  # a pure run, or an infinite watermark
         text = f',"watermark":{json_scalar(us_to_iso(watermark_us))}}}'
     return text
+
+
+def _window_order(e: list[Any]) -> tuple[int, str]:
+    return e[T], e[ID]
 
 
 class MerchantWindow:
@@ -322,6 +321,13 @@ class ReceiptScorer:
         self.wm = NEG_INF
         self.windows: dict[str, MerchantWindow] = {}
         self.entries: dict[str, list[Any]] = {}  # receipt_id -> entry (also in its window)
+        # The entries written or evicted since the last checkpoint (receipt_id -> entry, or
+        # None once evicted), for a delta checkpoint (`snapshot_parts`): written by the code
+        # that writes `entries` or an entry's fields, as the identities' changes are. Each
+        # holds its entry, so the checkpoint looks nothing up in `entries` (a list of the IDs
+        # instead, each looked up there when the checkpoint was taken, cost the run's
+        # checkpoints more than its stores saved; docs/performance.md, fifty-eighth round).
+        self._entry_changes: dict[str, Any] = {}
         self.held = Held()  # the entries' records and source bytes
         # receipt_id -> [revision, payload_hash, occurred_us] for duplicate detection (receipts
         # carry no revision field: every record is revision 1)
@@ -393,6 +399,7 @@ class ReceiptScorer:
         e[AMT] = payload["feature_amount_7m"]
         e[MODEL] = payload["model_revision"]
         _encoded(e)
+        self._entry_changes[receipt_id] = e
         return True
 
     # ------------------------------------------------------------------ records
@@ -496,7 +503,8 @@ class ReceiptScorer:
         magnitude = cents if cents >= 0 else -cents
         if magnitude > w.max_abs:
             w.max_abs = magnitude
-        self.entries[rec.id] = e
+        self.entries[rid] = e
+        self._entry_changes[rid] = e
         self.held.hold(rec.size)
         if i == dead:
             self._evict.push(t, rec.key)
@@ -540,14 +548,14 @@ class ReceiptScorer:
     def _tail(self) -> str:
         """The watermark tail of a decision made now. A watermark step's decisions share it and
         the live path's watermark only rises, so the scorer keeps the last one it rendered: two
-        machine integers compared, where the bounded store of tails by watermark
-        (`_watermark_tail`) took a boxed integer's hash and a dictionary lookup, about 700
+        machine integers compared, where a bounded store of tails by watermark took a boxed
+        integer's hash and a dictionary lookup, about 700
         instructions a decision (callgrind, docs/performance.md, fifty-seventh round). Kept by
         the scorer, not the module: one scorer is driven by one thread, and its two fields are
         never read half-written."""
         text = self._tail_text
         if text is None or self._tail_wm != self.wm:
-            text = self._tail_text = _rendered_tail(self.wm)
+            text = self._tail_text = _watermark_tail(self.wm)
             self._tail_wm = self.wm
         return text
 
@@ -556,6 +564,7 @@ class ReceiptScorer:
         cnt, amt = self.windows[merchant].features(e[T])
         e[REV], e[CNT], e[AMT], e[MODEL], e[STATE] = 1, cnt, amt, scorer.revision, SCORED
         _encoded(e)
+        self._entry_changes[e[ID]] = e
         self._scored += 1
         out.fact(decision_fact(
             receipt_id=e[ID], merchant_id=merchant, store_id=e[STORE], occurred_us=e[T],
@@ -586,6 +595,7 @@ class ReceiptScorer:
             prev = e[REV]
             e[REV], e[CNT], e[AMT], e[MODEL] = prev + 1, cnt, amt, scorer.revision
             _encoded(e)
+            self._entry_changes[e[ID]] = e
             self._counters["rescored_live"] += 1
             out.fact(decision_fact(
                 receipt_id=e[ID], merchant_id=merchant, store_id=e[STORE], occurred_us=e[T],
@@ -613,7 +623,7 @@ class ReceiptScorer:
 
     def _evict_below(self, bound: int) -> None:
         queue, windows = self._evict, self.windows
-        entries, held = self.entries, self.held
+        entries, held, changes = self.entries, self.held, self._entry_changes
         merchants: list[str] = []
         while queue.has_before(bound):
             merchants.clear()
@@ -630,7 +640,9 @@ class ReceiptScorer:
                 k = first_at_or_after_near(times, bound, dead, dead)
                 lst = w.entries
                 for e in lst[dead:k]:
-                    del entries[e[ID]]
+                    rid = e[ID]
+                    del entries[rid]
+                    changes[rid] = None
                     held.release(e[SIZE])
                 self._evicted += k - dead
                 if k == len(lst):
@@ -657,12 +669,6 @@ class ReceiptScorer:
         w = self.windows.get(merchant)
         return w.live() if w is not None else []
 
-    @staticmethod
-    def _checkpointed(w: MerchantWindow) -> list[Any]:
-        """A merchant's live entries as a checkpoint holds them: each one's kept JSON, or its
-        fields when it has none (a pending entry)."""
-        return [e[ENCODED] if e[ENCODED] is not None else e[:ENCODED] for e in w.live()]
-
     clocked = False  # nothing here is decided by a clock: the host need not call on_clock
 
     def on_clock(self, clock_us: int, out: Emit) -> None:
@@ -677,21 +683,32 @@ class ReceiptScorer:
 
     def snapshot_parts(self) -> SnapshotParts:
         """The snapshot split for a delta checkpoint: the identities of the dedup horizon (most
-        of the state) as those remembered or forgotten since the last checkpoint."""
+        of the state) as those remembered or forgotten since the last checkpoint, and the
+        entries of the merchants' windows as those written or evicted since then.
+
+        The entries are keyed by receipt ID, each row its fields and its merchant
+        (`_checkpoint_row`). Checkpointed as each merchant's list of entries, the windows'
+        twelve minutes of receipts were written whole at every checkpoint: at 1,000,000
+        receipts about 156,000 entries, 14 MB of each delta's 19, walked where they lie in
+        memory (docs/performance.md, fifty-eighth round).
+
+        The receipts pending a score are not listed apart: they are the entries whose state
+        is PENDING (`restore` queues them again). Listed, about 23,000 of them were sorted and
+        copied at every checkpoint (fifty-eighth round)."""
         whole = {
             "model": {"revision": self.model.revision, "artifact": self.model.artifact,
                       "pin_seq": self.pin_seq} if self.model else None,
             "tolerance_us": self.tolerance, "wm": self.wm,
-            "merchants": {m: self._checkpointed(w) for m, w in self.windows.items()},
-            "pending": [list(p) for p in self.pending.pairs()],
             "counters": self.counters, "peak": self.peak,
         }
         assert self.ids.changed is not None  # tracked since __init__ and restore
         # The identity rows as the index holds them: re-encoding each row without its
         # revision (always 1) cost a full checkpoint 1.5 s per 1,000,000 rows for 3% fewer
         # bytes (docs/performance.md, tenth round).
-        return SnapshotParts(whole, rows={"ids": RowChanges(self.ids.rows, self.ids.changed,
-                                                           holds_rows=True)})
+        return SnapshotParts(whole, rows={
+            "ids": RowChanges(self.ids.rows, self.ids.changed, holds_rows=True),
+            "entries": RowChanges(self.entries, self._entry_changes, encode=_checkpoint_row,
+                                  holds_rows=True)})
 
     def restore(self, snap: dict[str, Any]) -> None:
         m = snap["model"]
@@ -700,19 +717,32 @@ class ReceiptScorer:
             self.pin_seq = m["pin_seq"]
         self.tolerance = snap["tolerance_us"]
         self.wm = snap["wm"]
-        # Entries checkpointed before they carried their source bytes count none. Each is
-        # encoded again while it is fresh in memory (see ENCODED).
         untrack = UNTRACK_FLAT
         self.windows = {}
         self.entries = {}
+        self._entry_changes = {}
         self.held = Held()
-        for k, v in snap["merchants"].items():
-            lst = [[*e, 0, None, k] if len(e) == SIZE else [*e, None, k] for e in v]
+        by_merchant: dict[str, list[list[Any]]] = {}
+        if "entries" in snap:
+            for rid, row in snap["entries"].items():
+                e = [*row[:ENCODED], None, row[ENCODED]]
+                self.entries[rid] = e
+                by_merchant.setdefault(e[MERCHANT], []).append(e)
+        else:
+            # The layout before the fifty-eighth round: each merchant's entries, in window
+            # order, without their merchant. Entries checkpointed before they carried their
+            # source bytes count none.
+            for k, v in snap["merchants"].items():
+                lst = by_merchant[k] = [[*e, 0, None, k] if len(e) == SIZE else [*e, None, k]
+                                        for e in v]
+                for e in lst:
+                    self.entries[e[ID]] = e
+        for k, lst in by_merchant.items():
+            lst.sort(key=_window_order)  # a window's order (`_insert`)
             for e in lst:
-                _encoded(e)
+                _encoded(e)  # again, while it is fresh in memory (see ENCODED)
                 if untrack is not None:
                     untrack(e)
-                self.entries[e[ID]] = e
                 self.held.hold(e[SIZE])
             self.windows[k] = MerchantWindow(lst)
         self._evict = TimeQueue((w.entries[0][T], merchant)
@@ -722,7 +752,11 @@ class ReceiptScorer:
         # tenth round hold [payload_hash, occurred_us] (a delta chain may mix the two).
         ids = {k: row if len(row) == 3 else [1, *row] for k, row in snap["ids"].items()}
         self.ids.load(ids, [(row[ID_T], k) for k, row in ids.items()])
-        self.pending = TimeQueue((t, rid) for t, rid in snap["pending"])
+        if "pending" in snap:  # checkpoints before the fifty-eighth round list them
+            self.pending = TimeQueue((t, rid) for t, rid in snap["pending"])
+        else:
+            self.pending = TimeQueue((e[T], rid) for rid, e in self.entries.items()
+                                     if e[STATE] == PENDING)
         self._counters = dict(snap["counters"])
         self._accepted = self._counters["accepted"]
         self._scored = self._counters["scored"]
