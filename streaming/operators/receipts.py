@@ -549,10 +549,9 @@ class ReceiptScorer:
         """The watermark tail of a decision made now. A watermark step's decisions share it and
         the live path's watermark only rises, so the scorer keeps the last one it rendered: two
         machine integers compared, where a bounded store of tails by watermark took a boxed
-        integer's hash and a dictionary lookup, about 700
-        instructions a decision (callgrind, docs/performance.md, fifty-seventh round). Kept by
-        the scorer, not the module: one scorer is driven by one thread, and its two fields are
-        never read half-written."""
+        integer's hash and a dictionary lookup, about 700 instructions a decision (callgrind,
+        docs/performance.md, fifty-seventh round). Kept by the scorer, not the module: one
+        scorer is driven by one thread, and its two fields are never read half-written."""
         text = self._tail_text
         if text is None or self._tail_wm != self.wm:
             text = self._tail_text = _watermark_tail(self.wm)
