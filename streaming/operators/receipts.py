@@ -115,15 +115,20 @@ def _encoded(e: list[Any]) -> None:
                     (e[T], e[ID], e[AMOUNT], e[STORE], e[REV], e[CNT], e[AMT],
                      model if model is not None else "null", e[STATE], e[SIZE], e[MERCHANT]))
     if text is None:
-        text = orjson.dumps([*e[:ENCODED], e[MERCHANT]]).decode()
+        text = orjson.dumps(_row_fields(e)).decode()
     e[ENCODED] = _FRAGMENT(text)
 
 
+def _row_fields(e: list[Any]) -> list[Any]:
+    """The entry's checkpoint row as a list: its fields T .. SIZE, then its merchant."""
+    return [*e[:ENCODED], e[MERCHANT]]
+
+
 def _checkpoint_row(e: list[Any]) -> Any:
-    """The entry as a checkpoint holds it: its kept JSON, or (a pending entry) its fields
-    and merchant."""
+    """The entry as a checkpoint holds it: its kept JSON, or (a pending entry) its row's
+    fields as they are."""
     encoded = e[ENCODED]
-    return encoded if encoded is not None else [*e[:ENCODED], e[MERCHANT]]
+    return encoded if encoded is not None else _row_fields(e)
 
 
 # Bound once: compiled, `orjson.Fragment` was an attribute lookup on the module for every entry
