@@ -131,7 +131,7 @@ def test_the_run_fields_sort_after_every_business_field():
 @given(st.lists(st.one_of(st.integers(-(2 ** 50), 2 ** 52), st.sampled_from([0, 1, POS_INF])),
                 min_size=1, max_size=12))
 def test_each_decision_carries_its_own_watermark_through_repeats_and_returns(watermarks):
-    """Tails are kept by watermark for the decisions after: a repeat, a return to an earlier
+    """A decision built without a kept tail renders its own: a repeat, a return to an earlier
     watermark and an infinite one each carry their own (the hash never includes it)."""
     kw = {"receipt_id": "r", "merchant_id": "m", "store_id": "s", "occurred_us": 0,
           "amount_cents": 1, "scoring_revision": 1, "model": MODELS[0], "count": 0,
