@@ -21,6 +21,13 @@ _HEAPPUSH: Final[Callable[[list[Any], Any], None]] = (
     native.hand_written("streaming._heap", "heappush") or heapq.heappush)
 _HEAPPOP: Final[Callable[[list[Any]], Any]] = (
     native.hand_written("streaming._heap", "heappop") or heapq.heappop)
+# A `TimeQueue`'s pairs pushed out of order, in the compiled core: (time, item) pairs in a C
+# array (`TimeHeap`), instead of the heap of times above and a dictionary from each time to its
+# items, which stay the Python twin (see TimeQueue). None where the compiled set is not in use.
+_TIME_HEAP: Final[Any] = native.hand_written("streaming._heap", "TimeHeap")
+_TH_PUSH: Final[Any] = native.hand_written("streaming._heap", "time_heap_push")
+_TH_TAKE: Final[Any] = native.hand_written("streaming._heap", "time_heap_take")
+_TH_PAIRS: Final[Any] = native.hand_written("streaming._heap", "time_heap_pairs")
 
 
 # ---------------------------------------------------------------- searches of sorted times
@@ -271,24 +278,37 @@ class TimeQueue:
     (the receipt scorer's, three pushes in four out of order) keeps every pair in the heap:
     there the run's comparisons cost more than it saved.
 
-    The heap holds each of its times once: `items` maps it to its item, or to a list of its
-    items when it has several (most hold one, and a list per time was an object the garbage
-    collector walks on every full collection, where the tuples it replaced were untracked).
-    Items are never lists. A time may be in the run and in the heap both; it is taken out
-    from both at once, its items sorted."""
+    The heap, in the compiled core, is a `TimeHeap` (streaming/_heap.c, `timed`): the pairs
+    in a C array ordered by time, a time's items sorted as they are taken. Its pushes and takes
+    cost about half the twin's (docs/performance.md, fifty-ninth round). The twin, used
+    without the compiled core or with `c_heap=False` (the tests hold both to the tuple heap),
+    holds each of its times once on a list heap (`heap`): `items` maps it to its item, or to a
+    list of its items when it has several (most hold one, and a list per time was an object
+    the garbage collector walks on every full collection, where the tuples it replaced were
+    untracked). Items are never lists there. A time may be in the run and in the heap both;
+    it is taken out from both at once, its items sorted."""
 
-    __slots__ = ("run", "run_items", "head", "heap", "items", "size", "mostly_ordered")
+    __slots__ = ("run", "run_items", "head", "heap", "items", "timed", "in_heap", "heap_first",
+                 "size", "mostly_ordered")
 
     def __init__(self, pairs: Iterable[tuple[int, Any]] = (),
-                 mostly_ordered: bool = False) -> None:
+                 mostly_ordered: bool = False, c_heap: bool = True) -> None:
         self.mostly_ordered = mostly_ordered
         # Times not decreasing, their items beside them; [head:] not taken yet (both empty
         # unless ordered; a taken item's place holds None until the front is cut off).
         self.run: list[int] = []
         self.run_items: list[Any] = []
         self.head = 0
-        self.heap: list[int] = []  # the other times, each once
+        # The compiled heap, or None: the twin's heap of times, each once, and their items.
+        self.timed: Any = _TIME_HEAP() if c_heap and _TIME_HEAP is not None else None
+        self.heap: list[int] = []
         self.items: dict[int, Any] = {}  # a heap time -> its item, or a list of its items
+        # Pairs in the heap, and its earliest time while it holds any, kept here so that
+        # asking for the earliest time or whether one is below a bound is no call into the
+        # heap (with each a call and its boxed bound, the compiled heap's queries cost more
+        # than its pushes saved).
+        self.in_heap = 0
+        self.heap_first = 0
         self.size = 0
         for t, item in pairs:
             self.push(t, item)
@@ -318,6 +338,14 @@ class TimeQueue:
                 run.append(t)
                 self.run_items.append(item)
                 return
+        time_in: int = t
+        if self.in_heap == 0 or time_in < self.heap_first:
+            self.heap_first = time_in
+        self.in_heap += 1
+        timed = self.timed
+        if timed is not None:
+            _TH_PUSH(timed, t, item)
+            return
         items = self.items
         at = items.get(t)
         if at is None:
@@ -330,15 +358,43 @@ class TimeQueue:
 
     def first(self) -> int | None:
         """The oldest time held, or None when empty."""
-        run, heap, head = self.run, self.heap, self.head
+        run, head = self.run, self.head
         if head < len(run):
-            return run[head] if not heap or run[head] < heap[0] else heap[0]
-        return heap[0] if heap else None
+            at: int = run[head]
+            return at if self.in_heap == 0 or at < self.heap_first else self.heap_first
+        return self.heap_first if self.in_heap else None
 
     def has_before(self, bound: int) -> bool:
         """Whether a time below `bound` is held (the oldest one is)."""
-        run, heap, head = self.run, self.heap, self.head
-        return (head < len(run) and run[head] < bound) or (len(heap) > 0 and heap[0] < bound)
+        run, head = self.run, self.head
+        return ((head < len(run) and run[head] < bound)
+                or (self.in_heap > 0 and self.heap_first < bound))
+
+    def _take_heap(self, into: list[Any]) -> int:
+        """Take out the heap's oldest time: its items go into `into` (after any already
+        there), and `into` is sorted; returns the time."""
+        taken = self.heap_first
+        before = len(into)
+        timed = self.timed
+        if timed is not None:
+            after = _TH_TAKE(timed, into)  # the heap's earliest time now, or None
+        else:
+            heap = self.heap
+            # `dict.pop`, though compiled it is a method looked up by name: a lookup and a
+            # delete as two dictionary primitives cost more (callgrind, forty-ninth round),
+            # each searching with the time boxed anew, not the key object the dictionary holds.
+            held = self.items.pop(_HEAPPOP(heap))
+            if type(held) is list:
+                into.extend(held)
+            else:
+                into.append(held)
+            if len(into) > 1:
+                into.sort()
+            after = heap[0] if heap else None
+        self.in_heap -= len(into) - before
+        if after is not None:
+            self.heap_first = after
+        return taken
 
     def take_time(self, into: list[Any]) -> int:
         """Take out the oldest time: its items go into `into`, an empty list, in item order;
@@ -346,48 +402,36 @@ class TimeQueue:
         a list: handing each time's items back in a new tuple or list cost an allocation and
         an iteration the compiled caller made through the generic protocol, together about 500
         instructions a time (docs/performance.md, fifty-fifth round)."""
-        run, heap, head = self.run, self.heap, self.head
+        run, head = self.run, self.head
         n = len(run)
-        if head < n and (not heap or run[head] <= heap[0]):
+        if head < n:
             time: int = run[head]
-            run_items = self.run_items
-            into.append(run_items[head])
-            run_items[head] = None
-            head += 1
-            while head < n and run[head] == time:  # more items at this time
+            in_heap = self.in_heap > 0
+            if not in_heap or time <= self.heap_first:
+                run_items = self.run_items
                 into.append(run_items[head])
                 run_items[head] = None
                 head += 1
-            if len(heap) > 0 and heap[0] == time:  # and the heap's, if it holds the time too
-                # `dict.pop`: see below.
-                extra = self.items.pop(_HEAPPOP(heap))
-                if type(extra) is list:
-                    into.extend(extra)
-                else:
-                    into.append(extra)
-            if len(into) > 1:
-                into.sort()
-            if head >= _RUN_CUT and 2 * head >= n:
-                # The taken front cut off once it is half the run: each place is moved at most
-                # once on average, and the run holds no more than twice what is left.
-                del run[:head]
-                del run_items[:head]
-                head = 0
-            self.head = head
-            self.size -= len(into)
-            return time
-        t = _HEAPPOP(heap)  # below the run's next time: the run holds none of it
-        # `dict.pop`, though compiled it is a method looked up by name: a lookup and a delete
-        # as two dictionary primitives cost more (callgrind, forty-ninth round), each searching
-        # with the time boxed anew, not the key object the dictionary holds.
-        held = self.items.pop(t)
-        if type(held) is list:
-            held.sort()
-            into.extend(held)
-        else:
-            into.append(held)
+                while head < n and run[head] == time:  # more items at this time
+                    into.append(run_items[head])
+                    run_items[head] = None
+                    head += 1
+                if in_heap and self.heap_first == time:  # the heap holds the time too
+                    self._take_heap(into)
+                elif len(into) > 1:
+                    into.sort()
+                if head >= _RUN_CUT and 2 * head >= n:
+                    # The taken front cut off once it is half the run: each place is moved at
+                    # most once on average, and the run holds no more than twice what is left.
+                    del run[:head]
+                    del run_items[:head]
+                    head = 0
+                self.head = head
+                self.size -= len(into)
+                return time
+        # Below the run's next time: the run holds none of it.
+        taken = self._take_heap(into)
         self.size -= len(into)
-        taken: int = t  # the heap's int object stays the dictionary's key above
         return taken
 
     def pop_time(self) -> tuple[int, list[Any]]:
@@ -410,13 +454,23 @@ class TimeQueue:
         """Every pair, in the order they would be taken out (for checkpoints and views)."""
         run, run_items = self.run, self.run_items
         out = [(run[i], run_items[i]) for i in range(self.head, len(run))]
+        out.extend(self.held_apart())
+        out.sort()
+        return out
+
+    def held_apart(self) -> list[tuple[int, Any]]:
+        """The pairs held in the heap, not the run, in no particular order."""
+        timed = self.timed
+        if timed is not None:
+            pairs: list[tuple[int, Any]] = _TH_PAIRS(timed)
+            return pairs
+        out: list[tuple[int, Any]] = []
         for t in self.heap:
             at = self.items[t]
             if type(at) is list:
                 out.extend((t, item) for item in at)
             else:
                 out.append((t, at))
-        out.sort()
         return out
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:

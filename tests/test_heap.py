@@ -109,3 +109,89 @@ def test_heapqs_errors(c_heap):
     heap = [1]
     with pytest.raises(RuntimeError, match="list changed size during iteration"):
         c_heap.heappush(heap, _Loud(heap, False))
+
+
+# ---------------------------------------------------------------- TimeHeap
+# A push (time, item) or a take (None); times within 64 bits, equal ones often, items
+# comparable strings (a time's items leave sorted).
+TIMED_STEPS = st.lists(st.one_of(
+    st.tuples(st.one_of(st.integers(-4, 4), st.sampled_from([-2**63, 2**63 - 1, 2**62, -2**62])),
+              st.sampled_from("abcdef")),
+    st.none()), max_size=150)
+
+
+@settings(max_examples=400, deadline=None)
+@given(steps=TIMED_STEPS)
+def test_a_time_heap_takes_out_what_a_sorted_list_of_pairs_would(c_heap, steps):
+    h = c_heap.TimeHeap()
+    model: list[tuple[int, str]] = []
+    for step in steps:
+        if step is None:
+            if not model:
+                with pytest.raises(IndexError, match="empty TimeHeap"):
+                    c_heap.time_heap_take(h, [])
+                continue
+            model.sort()
+            t = model[0][0]
+            want = [item for tt, item in model if tt == t]
+            model = [p for p in model if p[0] != t]
+            into: list[str] = []
+            # What is left's earliest time comes back (None once empty).
+            assert c_heap.time_heap_take(h, into) == (model[0][0] if model else None)
+            assert into == want
+        else:
+            c_heap.time_heap_push(h, *step)
+            model.append(step)
+        assert len(h) == len(model)
+        assert sorted(c_heap.time_heap_pairs(h)) == sorted(model)
+
+
+def test_a_time_heap_take_sorts_what_the_list_held_before_with_its_own(c_heap):
+    h = c_heap.TimeHeap()
+    for t, item in [(7, "m"), (7, "c"), (9, "a")]:
+        c_heap.time_heap_push(h, t, item)
+    into = ["k", "z"]  # a queue's run items at the same time, appended first
+    assert c_heap.time_heap_take(h, into) == 9 and into == ["c", "k", "m", "z"]
+    assert c_heap.time_heap_pairs(h) == [(9, "a")]
+
+
+def test_a_time_heap_refuses_times_past_64_bits_and_other_values(c_heap):
+    h = c_heap.TimeHeap()
+    with pytest.raises(OverflowError, match="64 bits"):
+        c_heap.time_heap_push(h, 2**63, "x")
+    with pytest.raises(OverflowError, match="64 bits"):
+        c_heap.time_heap_push(h, -2**63 - 1, "x")
+    with pytest.raises(TypeError, match="a time must be an int"):
+        c_heap.time_heap_push(h, 1.5, "x")
+    with pytest.raises(TypeError, match="must be a TimeHeap"):
+        c_heap.time_heap_push([], 1, "x")
+    assert len(h) == 0 and c_heap.time_heap_pairs(h) == []
+
+
+def test_a_time_heap_holds_its_items_and_lets_the_collector_see_them(c_heap):
+    import gc
+    import sys
+    import weakref
+
+    class Node:
+        pass
+
+    item = object()
+    before = sys.getrefcount(item)
+    h = c_heap.TimeHeap()
+    c_heap.time_heap_push(h, 5, item)
+    assert sys.getrefcount(item) == before + 1
+    into: list[object] = []
+    c_heap.time_heap_take(h, into)
+    held = sys.getrefcount(item)
+    assert held == before + 1 and into == [item]  # the list's reference, not the heap's
+    into.clear()
+    assert sys.getrefcount(item) == before
+    # A cycle through the heap (an item holding the heap) is found and freed by the collector.
+    node = Node()
+    node.heap = c_heap.TimeHeap()
+    c_heap.time_heap_push(node.heap, 1, node)
+    gone = weakref.ref(node)
+    del node
+    gc.collect()
+    assert gone() is None

@@ -1,5 +1,6 @@
 """TimeQueue hands out (time, item) pairs in the order a heap of (time, item) tuples would,
-which the operators relied on before it (equal times in item order)."""
+which the operators relied on before it (equal times in item order): with the compiled
+core's heap of pairs (`c_heap`, streaming/_heap.c's TimeHeap) and with its Python twin."""
 
 from __future__ import annotations
 
@@ -12,13 +13,22 @@ from hypothesis import strategies as st
 
 from streaming.state import TimeQueue
 
+from .conftest import hand_written
+
 PAIRS = st.lists(st.tuples(st.integers(-5, 5), st.sampled_from("abcde")), max_size=40)
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["c-heap", "twin"])
+def c_heap(request):
+    """Both heaps of a queue: the compiled core's (where it is built: without it every queue
+    has the twin's, so the two cases test the same) and the Python twin's."""
+    return request.param
 
 
 @settings(max_examples=300, deadline=None)
 @given(PAIRS, st.lists(st.integers(-6, 6), max_size=6), PAIRS, st.booleans(), st.booleans())
-def test_taken_in_the_order_of_a_tuple_heap(first, bounds, later, anywhere, ordered):
-    queue, heap = TimeQueue(first, mostly_ordered=ordered), list(first)
+def test_taken_in_the_order_of_a_tuple_heap(c_heap, first, bounds, later, anywhere, ordered):
+    queue, heap = TimeQueue(first, mostly_ordered=ordered, c_heap=c_heap), list(first)
     heapq.heapify(heap)
     assert len(queue) == len(heap) and queue.pairs() == sorted(heap)
     for bound in bounds:
@@ -47,8 +57,9 @@ def test_taken_in_the_order_of_a_tuple_heap(first, bounds, later, anywhere, orde
 
 
 @pytest.mark.parametrize("ordered", [False, True])
-def test_pop_time_hands_out_one_time_with_its_items_sorted(ordered):
-    queue = TimeQueue([(5, "b"), (3, "z"), (5, "a"), (3, "y"), (9, "c")], mostly_ordered=ordered)
+def test_pop_time_hands_out_one_time_with_its_items_sorted(c_heap, ordered):
+    queue = TimeQueue([(5, "b"), (3, "z"), (5, "a"), (3, "y"), (9, "c")], mostly_ordered=ordered,
+                      c_heap=c_heap)
     assert queue.first() == 3
     assert queue.pop_time() == (3, ["y", "z"])  # several items at a time: a sorted list
     assert list(queue.pop_before(6)) == [(5, "a"), (5, "b")]
@@ -65,8 +76,8 @@ MOSTLY_IN_ORDER = st.lists(st.tuples(st.integers(-3, 40), st.integers(0, 2)), mi
 
 @settings(max_examples=60, deadline=None)
 @given(MOSTLY_IN_ORDER, st.booleans())
-def test_a_long_mostly_ordered_walk_matches_the_tuple_heap(steps, ordered):
-    queue, heap = TimeQueue(mostly_ordered=ordered), []
+def test_a_long_mostly_ordered_walk_matches_the_tuple_heap(c_heap, steps, ordered):
+    queue, heap = TimeQueue(mostly_ordered=ordered, c_heap=c_heap), []
     now = 0
     for n, (step, pops) in enumerate(steps):
         # Usually a little later than the last push, sometimes earlier (step < 0), and equal
@@ -88,23 +99,31 @@ def test_a_long_mostly_ordered_walk_matches_the_tuple_heap(steps, ordered):
     assert queue.pairs() == sorted(heap)
 
 
-def test_times_pushed_in_order_never_enter_the_heap():
-    queue = TimeQueue(((t, f"e{t}") for t in range(5000)), mostly_ordered=True)
-    assert queue.heap == [] and len(queue.run) == 5000
+def test_times_pushed_in_order_never_enter_the_heap(c_heap):
+    queue = TimeQueue(((t, f"e{t}") for t in range(5000)), mostly_ordered=True, c_heap=c_heap)
+    assert queue.held_apart() == [] and len(queue.run) == 5000
     taken = [queue.pop_time() for _ in range(3000)]
     assert taken == [(t, [f"e{t}"]) for t in range(3000)]
     # The taken front was cut as it grew: the run holds at most twice what is left.
     assert len(queue.run) - queue.head == 2000 and len(queue.run) <= 2 * 2000 + 1024
     queue.push(10, "late")  # below the run's end: into the heap, and taken first
-    assert queue.heap == [10] and queue.first() == 10 and queue.has_before(11)
+    assert queue.held_apart() == [(10, "late")] and queue.first() == 10
+    assert queue.has_before(11)
     assert not queue.has_before(10)
     assert queue.pop_time() == (10, ["late"]) and queue.first() == 3000
     while len(queue):
         queue.pop_time()
     queue.push(7, "again")  # the run was used up: it starts again, below where it ended
-    assert queue.run[queue.head:] == [7] and queue.heap == [] and queue.first() == 7
+    assert queue.run[queue.head:] == [7] and queue.held_apart() == [] and queue.first() == 7
 
 
-def test_a_queue_not_declared_ordered_keeps_every_time_in_its_heap():
-    queue = TimeQueue((t, t) for t in range(100))
-    assert queue.run == [] and sorted(queue.heap) == list(range(100))
+def test_a_queue_not_declared_ordered_keeps_every_time_in_its_heap(c_heap):
+    queue = TimeQueue(((t, t) for t in range(100)), c_heap=c_heap)
+    assert queue.run == [] and sorted(queue.held_apart()) == [(t, t) for t in range(100)]
+
+
+def test_the_compiled_core_keeps_a_queues_heap_in_c_unless_told_not_to():
+    heap_module = hand_written("streaming._heap")  # fails in CI without the build
+    assert type(TimeQueue().timed) is heap_module.TimeHeap
+    twin = TimeQueue([(3, "a"), (1, "b")], c_heap=False)
+    assert twin.timed is None and twin.heap == [1, 3] and twin.items == {1: "b", 3: "a"}
