@@ -73,8 +73,9 @@ COMPILED: tuple[str, ...] = (
 # (`streaming.contracts.canonical`, `streaming.timeutil`, `streaming.operators.base` and
 # `streaming.sources.records` use them when it is in use, their Python twins otherwise), the
 # collector's untracking (`streaming.collector`), the JetStream reader's frames
-# (`streaming.sources.nats_wire`) and the heap of a `TimeQueue` (`streaming.state`, heapq
-# otherwise). Module name -> its C source.
+# (`streaming.sources.nats_wire`) and the heaps of a `TimeQueue` (`streaming.state`: its pairs
+# out of order in a `TimeHeap`, otherwise a heapq list and a dictionary). Module name -> its C
+# source.
 HAND_WRITTEN: dict[str, str] = {"streaming._blake2b": "streaming/_blake2b.c",
                                 "streaming._texts": "streaming/_texts.c",
                                 "streaming._collector": "streaming/_collector.c",
