@@ -157,9 +157,10 @@ static PyObject *heappop(PyObject *module, PyObject *heap) {
  * a `TimeQueue` keeps the pairs pushed out of order in (streaming/state.py), where its Python
  * twin keeps the times on a list heap (`heappush`, `heappop` above) and a dictionary from
  * each time to its item or items: a lookup and a store on every push and a pop from the
- * dictionary on every take, about two fifths of a push's and a take's instructions in the
- * receipt scorer (docs/performance.md, fifty-ninth round). Here a push is a sift of two
- * machine words and a take pops the root while it holds the same time.
+ * dictionary on every take, about half of the receipt scorer's instructions in its queues'
+ * pushes and takes (two thirds of a push's, a third of a take's; docs/performance.md,
+ * fifty-ninth round). Here a push is a sift of two machine words and a take pops the root
+ * while it holds the same time.
  *
  * Items at one time leave in item order, as the twin's (it sorts them): the heap orders by
  * time only and `time_heap_take` sorts what it appended. The queue keeps the earliest time
