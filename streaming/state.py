@@ -259,6 +259,11 @@ class KeyedSide(Held):
 
 # How long the taken front of a TimeQueue's run may grow before it is cut off (see take_time).
 _RUN_CUT: Final = 1024
+# How far from the end of a TimeQueue's run a pair pushed out of order may go into it (see
+# push): a list's insert moves fewer places than this. Over the join's bench recording every
+# one of its queues' pairs pushed out of order belonged within 18 places of the end, seven in
+# ten at the last place (docs/performance.md, sixtieth round).
+_NEAR: Final = 64
 
 
 class TimeQueue:
@@ -270,13 +275,17 @@ class TimeQueue:
     A queue whose times mostly come in order (`mostly_ordered`: the join places entries and
     they leave state roughly as time goes on, about four pushes in five in order) holds them in
     two places. A pair pushed at or after the last one in the run (`run`, its times never
-    decreasing, with `run_items` beside it) is appended there and later taken from `head` on:
-    a read and a step each. The others go to the heap. A heap made each of them walk its levels
-    twice, in and out (docs/performance.md, twenty-ninth round), and a dictionary from time to
-    items made each of them a lookup and a store in and a search and a delete out, most of a
-    pair's cost (fifty-fifth round): the run's pairs are in no dictionary. Any other queue
-    (the receipt scorer's, three pushes in four out of order) keeps every pair in the heap:
-    there the run's comparisons cost more than it saved.
+    decreasing, with `run_items` beside it, in (time, item) order) is appended there and later
+    taken from `head` on: a read and a step each. A pair pushed a little before the run's end
+    (within `_NEAR` places) is inserted at its place in the run; only the others go to the
+    heap. A heap made
+    each of them walk its levels twice, in and out (docs/performance.md, twenty-ninth round),
+    and a dictionary from time to items made each of them a lookup and a store in and a
+    search and a delete out, most of a pair's cost (fifty-fifth round): the run's pairs are in
+    no dictionary. With the pairs near the end in the run too, a walk of every pair below a
+    bound (`take_before`) is two slices of the run (sixtieth round). Any other queue (the
+    receipt scorer's, three pushes in four out of order) keeps every pair in the heap: there
+    the run's comparisons cost more than it saved.
 
     The heap, in the compiled core, is a `TimeHeap` (streaming/_heap.c, `timed`): the pairs
     in a C array ordered by time, a time's items sorted as they are taken. Its pushes and takes
@@ -334,9 +343,28 @@ class TimeQueue:
                 return
             time: int = t  # compared as a machine integer; `t` itself is what is stored
             last: int = run[n - 1]
-            if time >= last:
+            run_items = self.run_items
+            # The run is in (time, item) order: an item equal in time to the last one is
+            # compared with it, which few are.
+            if time > last or (time == last and not item < run_items[n - 1]):
                 run.append(t)
-                self.run_items.append(item)
+                run_items.append(item)
+                return
+            # A little out of order: into the run at its place, searched back from the end
+            # over at most _NEAR places, which a list's insert then moves.
+            head = self.head
+            place = n - 1  # the pair goes before the run's last one
+            while place > head:
+                before: int = run[place - 1]
+                if before < time or (before == time and not item < run_items[place - 1]):
+                    break
+                place -= 1
+                if n - place >= _NEAR:
+                    place = -1  # further back: the heap's
+                    break
+            if place >= 0:
+                run.insert(place, t)
+                run_items.insert(place, item)
                 return
         time_in: int = t
         if self.in_heap == 0 or time_in < self.heap_first:
@@ -432,6 +460,59 @@ class TimeQueue:
         # Below the run's next time: the run holds none of it.
         taken = self._take_heap(into)
         self.size -= len(into)
+        return taken
+
+    def take_before(self, bound: int, into: list[Any], times: list[int] | None = None) -> int:
+        """Take out every pair with time < bound, in the order `take_time` called until
+        `has_before(bound)` is false gives them: times ascending, a time's items in item
+        order. Their items go into `into` and, when given, their times into `times`, one for
+        each item; returns how many were taken.
+
+        For a caller that pushes nothing into this queue while it walks what was taken (the
+        join's eviction walks; a pair pushed below the bound during a walk of `take_time`
+        would have come out in it). Where no time below the bound is in the heap, the run's
+        pairs leave as two slices: taken time by time, each time was a call, a check of the
+        heap and a cleared list, about 700 instructions (callgrind, docs/performance.md,
+        sixtieth round)."""
+        run, head = self.run, self.head
+        if self.in_heap > 0 and self.heap_first < bound:
+            # The heap holds some of them: time by time, as take_time merges the two.
+            taken = 0
+            one: list[Any] = []
+            while self.has_before(bound):
+                one.clear()
+                t = self.take_time(one)
+                into.extend(one)
+                if times is not None:
+                    for _ in one:
+                        times.append(t)
+                taken += len(one)
+            return taken
+        n = len(run)
+        end = head
+        while end < n:  # the run's times never decrease; a walk takes a few of them
+            at: int = run[end]
+            if at >= bound:
+                break
+            end += 1
+        if end == head:
+            return 0
+        run_items = self.run_items
+        # The run is in (time, item) order: its pairs leave as they are.
+        into.extend(run_items[head:end])
+        if times is not None:
+            times.extend(run[head:end])
+        i = head
+        while i < end:  # a taken place holds None until the front is cut off, as in take_time
+            run_items[i] = None
+            i += 1
+        taken = end - head
+        if end >= _RUN_CUT and 2 * end >= n:
+            del run[:end]
+            del run_items[:end]
+            end = 0
+        self.head = end
+        self.size -= taken
         return taken
 
     def pop_time(self) -> tuple[int, list[Any]]:

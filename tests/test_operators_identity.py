@@ -4,7 +4,7 @@ retention (eviction by event time, never of a live or changed identity)."""
 from __future__ import annotations
 
 from streaming.operators.base import ARCHIVE_ROW, DUPLICATE, STALE, Emit
-from streaming.operators.identity import (CONFLICT, CORRECTION, LIVE, NEW, IdentityIndex,
+from streaming.operators.identity import (CONFLICT, CORRECTION, LIVE, NEW, REV, IdentityIndex,
                                           settle)
 from streaming.timeutil import US_PER_MIN
 
@@ -68,6 +68,19 @@ def test_eviction_by_time_spares_live_and_changed_identities():
     # Candidates at or above the bound wait; nothing is forgotten twice.
     assert ix.evict_before(bound) == 0
     assert ix.evict_before(young.event_us + 1) == 1 and "young" not in ix
+
+
+def test_a_row_named_at_one_time_and_moved_to_a_later_one_waits_for_the_later():
+    # Not live either way: only the time it was named at tells the old candidate from the row.
+    ix = IdentityIndex(time_slot=T, where_slot=WHERE)
+    first = record(pay("m", M, 2))
+    remember(ix, first, where="evicted")
+    ix.may_forget("m", first.event_us)
+    later = record(pay("m", M, 40, rev=2))
+    remember(ix, later, where="queued")
+    ix.may_forget("m", later.event_us)
+    assert ix.evict_before(first.event_us + US_PER_MIN) == 0 and ix["m"][REV] == 2
+    assert ix.evict_before(later.event_us + 1) == 1 and "m" not in ix
 
 
 def test_without_where_every_candidate_below_the_bound_goes():

@@ -117,6 +117,30 @@ def test_times_pushed_in_order_never_enter_the_heap(c_heap):
     assert queue.run[queue.head:] == [7] and queue.held_apart() == [] and queue.first() == 7
 
 
+def test_a_pair_a_little_out_of_order_goes_into_the_run_at_its_place(c_heap):
+    queue = TimeQueue(((t, f"e{t}") for t in range(0, 200, 2)), mostly_ordered=True,
+                      c_heap=c_heap)
+    queue.push(195, "near")  # three places before the end: in the run, between 194 and 196
+    queue.push(194, "z")  # equal to a time held: in item order, after it
+    queue.push(194, "a")  # and before it
+    queue.push(198, "a")  # the last time, an item before the last one's: before it
+    assert queue.held_apart() == []
+    assert queue.run[-7:] == [194, 194, 194, 195, 196, 198, 198]
+    assert queue.run_items[-7:] == ["a", "e194", "z", "near", "e196", "a", "e198"]
+    queue.push(7, "far")  # further back than _NEAR places: into the heap
+    assert queue.held_apart() == [(7, "far")]
+    items: list = []
+    assert queue.take_before(10, items) == 6 and items == ["e0", "e2", "e4", "e6", "far", "e8"]
+    assert queue.pop_time() == (10, ["e10"])
+    # With little of the run left, a pair before all of it goes to its front.
+    assert queue.take_before(192, []) == 90
+    assert queue.run[queue.head:] == [192, 194, 194, 194, 195, 196, 198, 198]
+    queue.push(1, "first")
+    assert queue.held_apart() == [] and queue.pop_time() == (1, ["first"])
+    assert queue.pop_time() == (192, ["e192"])
+    assert queue.pop_time() == (194, ["a", "e194", "z"])
+
+
 def test_a_queue_not_declared_ordered_keeps_every_time_in_its_heap(c_heap):
     queue = TimeQueue(((t, t) for t in range(100)), c_heap=c_heap)
     assert queue.run == [] and sorted(queue.held_apart()) == [(t, t) for t in range(100)]
@@ -127,3 +151,50 @@ def test_the_compiled_core_keeps_a_queues_heap_in_c_unless_told_not_to():
     assert type(TimeQueue().timed) is heap_module.TimeHeap
     twin = TimeQueue([(3, "a"), (1, "b")], c_heap=False)
     assert twin.timed is None and twin.heap == [1, 3] and twin.items == {1: "b", 3: "a"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(MOSTLY_IN_ORDER, st.lists(st.integers(-3, 60), min_size=1, max_size=8), st.booleans(),
+       st.booleans())
+def test_taking_all_before_a_bound_is_taking_time_by_time(c_heap, steps, bounds, ordered,
+                                                         with_times):
+    # Two queues with the same pushes: one walked by `take_before`, one by `take_time` until
+    # nothing is below the bound (what the operators did before). Equal times are common, and
+    # some times land in the heap (step < 0), so both of its paths are walked.
+    one = TimeQueue(mostly_ordered=ordered, c_heap=c_heap)
+    other = TimeQueue(mostly_ordered=ordered, c_heap=c_heap)
+    now = 0
+    for n, (step, _) in enumerate(steps):
+        now += step
+        # Items pushed in an order other than theirs, so a time's items need sorting.
+        one.push(now, -n)
+        other.push(now, -n)
+    for bound in bounds:
+        items: list = ["kept"]  # what the list held before stays in front
+        times: list | None = ["kept"] if with_times else None
+        got = one.take_before(bound, items, times)
+        want_items, want_times = [], []
+        while other.has_before(bound):
+            at: list = []
+            t = other.take_time(at)
+            want_items.extend(at)
+            want_times.extend([t] * len(at))
+        assert items == ["kept", *want_items] and got == len(want_items)
+        if times is not None:
+            assert times == ["kept", *want_times]
+        assert len(one) == len(other) and one.pairs() == other.pairs()
+        assert one.first() == other.first() and not one.has_before(bound)
+
+
+def test_take_before_cuts_the_runs_taken_front_and_frees_what_it_took(c_heap):
+    queue = TimeQueue(((t // 2, f"e{t}") for t in range(5000)), mostly_ordered=True,
+                      c_heap=c_heap)
+    items: list = []
+    assert queue.take_before(1500, items) == 3000
+    assert items == [f"e{t}" for t in range(3000)]
+    # As take_time does: the front was cut once it was half the run.
+    assert queue.head == 0 and queue.run[0] == 1500 and len(queue.run) == 2000
+    assert queue.take_before(1501, items) == 2 and items[-2:] == ["e3000", "e3001"]
+    # A taken place no longer holds its item until the front is cut.
+    assert queue.run_items[:2] == [None, None] and queue.run_items[2] == "e3002"
+    assert queue.take_before(1501, items) == 0 and len(queue) == 1998

@@ -142,21 +142,28 @@ class IdentityIndex:
         ts, ws = self.time_slot, self.where_slot
         changed = self.changed
         forgotten = 0
+        if not queue.has_before(bound):
+            return 0
+        # Taken in one call (forgetting pushes nothing into the queue), each ID beside its time.
         eids: list[str] = []
-        while queue.has_before(bound):
-            eids.clear()
-            t = queue.take_time(eids)
-            for eid in eids:
-                row = rows.get(eid)
-                if row is None:
+        times: list[int] = []
+        queue.take_before(bound, eids, times)
+        for i in range(len(eids)):
+            eid = eids[i]
+            row = rows.get(eid)
+            if row is None:
+                continue
+            row_t: int = row[ts]  # as an int: see `left_state`
+            if row_t != times[i]:
+                continue
+            if ws is not None:
+                where: str = row[ws]  # as a str: compared in C, not by the generic protocol
+                if where == LIVE:
                     continue
-                row_t: int = row[ts]  # as an int: see `left_state`
-                if row_t != t or (ws is not None and row[ws] == LIVE):
-                    continue
-                del rows[eid]
-                if changed is not None:
-                    changed[eid] = None
-                forgotten += 1
+            del rows[eid]
+            if changed is not None:
+                changed[eid] = None
+            forgotten += 1
         return forgotten
 
     # ------------------------------------------------------------------ checkpoint

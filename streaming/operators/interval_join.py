@@ -711,13 +711,15 @@ class IntervalJoin:
             bound = POS_INF if wm > LAST_FINITE else wm - other.upper
             queue = other.eviction_order
             if queue.has_before(bound):
-                # The queue holds one (time, key) per entry placed; the first pop of a key
-                # evicts all of its entries below the bound, so its later pops are skipped.
-                done = set()
+                # The queue holds one (time, key) per entry placed; the first of a key evicts
+                # all of its entries below the bound, so its later ones are skipped. Taken in
+                # one call: an eviction pushes nothing into this queue.
                 keys: list[str] = []
-                while queue.has_before(bound):
-                    keys.clear()
-                    queue.take_time(keys)
+                queue.take_before(bound, keys)
+                if len(keys) == 1:
+                    self._evict(other, keys[0], bound, out)
+                else:
+                    done = set()
                     for key in keys:
                         if key not in done:
                             done.add(key)
