@@ -1200,6 +1200,68 @@ static PyObject *pair_texts(PyObject *module, PyObject *const *args, Py_ssize_t 
     return result;
 }
 
+/* An outcome's JSON (head, the count's digits, mid, tail) and its fact key (key head, the
+ * sequence number's digits), or None when a text is past ASCII or a number is negative or
+ * past 64 bits: the caller writes those itself. As two f-strings, the texts and the two
+ * numbers' digits took about 1,200 instructions an outcome (docs/performance.md, sixtieth
+ * round). */
+enum { OUTCOME_HEAD, OUTCOME_COUNT, OUTCOME_MID, OUTCOME_TAIL, OUTCOME_KEY_HEAD, OUTCOME_SEQ,
+       OUTCOME_ARGS };
+
+static PyObject *outcome_texts(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != OUTCOME_ARGS) {
+        PyErr_Format(PyExc_TypeError, "outcome_texts() takes %d arguments", OUTCOME_ARGS);
+        return NULL;
+    }
+    const unsigned char *c[OUTCOME_ARGS];
+    Py_ssize_t n[OUTCOME_ARGS];
+    char digits[2][24];
+    for (int i = 0; i < OUTCOME_ARGS; i++) {
+        if (i == OUTCOME_COUNT || i == OUTCOME_SEQ) {
+            if (!PyLong_CheckExact(args[i])) {
+                PyErr_Format(PyExc_TypeError, "outcome_texts(): argument %d is not an int", i);
+                return NULL;
+            }
+            int overflow = 0;
+            long long v = PyLong_AsLongLongAndOverflow(args[i], &overflow);
+            if (v == -1 && PyErr_Occurred())
+                return NULL;
+            if (overflow || v < 0)
+                Py_RETURN_NONE;
+            char *d = digits[i == OUTCOME_SEQ];
+            n[i] = put_decimal(d, v);
+            c[i] = (const unsigned char *)d;
+            continue;
+        }
+        if (!PyUnicode_CheckExact(args[i])) {
+            PyErr_Format(PyExc_TypeError, "outcome_texts(): argument %d is not a str", i);
+            return NULL;
+        }
+        int viewed = ascii_view(args[i], &c[i], &n[i]);
+        if (viewed < 0)
+            return NULL;
+        if (!viewed)
+            Py_RETURN_NONE;
+    }
+    PyObject *json = ascii_joined(4, c, n);
+    if (json == NULL)
+        return NULL;
+    PyObject *key = ascii_joined(2, c + OUTCOME_KEY_HEAD, n + OUTCOME_KEY_HEAD);
+    if (key == NULL) {
+        Py_DECREF(json);
+        return NULL;
+    }
+    PyObject *result = PyTuple_New(2);
+    if (result == NULL) {
+        Py_DECREF(json);
+        Py_DECREF(key);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, json);  /* steals */
+    PyTuple_SET_ITEM(result, 1, key);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"instant_us", instant_us, METH_O,
      "instant_us(dt, /)\n--\n\nMicroseconds since the epoch of an aware datetime."},
@@ -1228,6 +1290,11 @@ static PyMethodDef methods[] = {
      "its JSON (pair_head, ID, pair_mid, pair_tail), its fact key (key_head, ID, '|publish') "
      "and its logical key (the three escaped IDs joined by '|'), or None when a text is past "
      "ASCII."},
+    {"outcome_texts", (PyCFunction)(void (*)(void))outcome_texts, METH_FASTCALL,
+     "outcome_texts(head, count, mid, tail, key_head, seq, /)\n--\n\nAn outcome's JSON "
+     "(head, count, mid, tail) and its fact key (key_head, seq), the numbers as their "
+     "decimal digits, or None when a text is past ASCII or a number is negative or past 64 "
+     "bits."},
     {"utc_us_texts", utc_us_texts, METH_O,
      "utc_us_texts(values, /)\n--\n\nThe microseconds of each text of the list when every one "
      "is a canonical UTC spelling of an existing instant, else None."},

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from streaming.keys import escape
 from streaming.operators.base import Emit, Fact, json_scalar
 from streaming.operators.interval_join import (Entry, IntervalJoin, PaymentParts,
-                                               _written_pair_texts, _written_payment_parts,
+                                               _written_outcome_texts, _written_pair_texts,
+                                               _written_payment_parts,
                                                outcome_payload, pair_fact_key, pair_id,
                                                pair_logical_key, pair_payload, payment_parts,
                                                signal_parts)
@@ -175,3 +176,39 @@ def test_pair_texts_of_a_plain_pair() -> None:
         c.pair_texts("a", "b", "c", b"d", "e", "f", "g", "h", "i")
     with pytest.raises(TypeError, match="takes 9 arguments"):
         c.pair_texts("a", "b")
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(_piece, min_size=4, max_size=4), st.integers(0, 2**63 - 1),
+       st.integers(0, 2**63 - 1))
+def test_outcome_texts_in_c_are_the_written_ones(pieces: list[str], count: int,
+                                                 seq: int) -> None:
+    """`_texts.outcome_texts` against `_written_outcome_texts`: the same two texts for ASCII
+    ones, None when any is past ASCII (the written ones then serve)."""
+    c = hand_written("streaming._texts")
+    head, mid, tail, key_head = pieces
+    got = c.outcome_texts(head, count, mid, tail, key_head, seq)
+    want = _written_outcome_texts(head, count, mid, tail, key_head, seq)
+    assert want == (f"{head}{count}{mid}{tail}", f"{key_head}{seq}")
+    if all(p.isascii() for p in pieces):
+        assert got == want
+    else:
+        assert got is None
+
+
+def test_outcome_texts_of_a_plain_outcome() -> None:
+    """One outcome spelled out, the numbers it leaves to the written texts, and the arguments
+    it refuses."""
+    c = hand_written("streaming._texts")
+    assert c.outcome_texts('{"n":', 12, ',"s":', '"final"}', "outcome|7|p|1|", 3) == (
+        '{"n":12,"s":"final"}', "outcome|7|p|1|3")
+    assert c.outcome_texts("a", 0, "b", "c", "k|", 2**63 - 1) == ("a0bc",
+                                                                  "k|9223372036854775807")
+    assert c.outcome_texts("a", 2**63, "b", "c", "k|", 1) is None  # past 64 bits
+    assert c.outcome_texts("a", -1, "b", "c", "k|", 1) is None
+    with pytest.raises(TypeError, match="argument 1 is not an int"):
+        c.outcome_texts("a", "1", "b", "c", "k|", 1)
+    with pytest.raises(TypeError, match="argument 3 is not a str"):
+        c.outcome_texts("a", 1, "b", None, "k|", 1)
+    with pytest.raises(TypeError, match="takes 6 arguments"):
+        c.outcome_texts("a", 1)

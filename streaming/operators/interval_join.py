@@ -248,6 +248,22 @@ def _written_pair_texts(pid_head: str, pid_tail: str, pair_head: str, pair_mid: 
             f"{payment_eid}|{signal_eid}|{rule_eid}")
 
 
+# `_texts.outcome_texts` where the compiled core is in use, else None: an outcome's JSON and
+# fact key from the payment's parts, its count and its sequence number in one C call, or None
+# when a text is past ASCII.
+_OUTCOME_TEXTS: Final[Callable[[str, int, str, str, str, int], tuple[str, str] | None]
+                      | None] = native.hand_written("streaming._texts", "outcome_texts")
+
+
+def _written_outcome_texts(outcome_head: str, count: int, outcome_mid: str, status_tail: str,
+                           key_head: str, seq: int) -> tuple[str, str]:
+    """An outcome's canonical JSON (`outcome_payload`'s: the match count between the parts,
+    then the status) and its fact key (`outcome_key_head`'s head, then the sequence number).
+    What the C (`_texts.outcome_texts`) is checked against, and what writes an outcome whose
+    texts it declines."""
+    return f"{outcome_head}{count}{outcome_mid}{status_tail}", f"{key_head}{seq}"
+
+
 # An outcome's status is one of three words: its JSON text and the closing brace, once.
 _STATUS_TAIL: Final = {status: json_scalar(status) + "}"
                        for status in ("provisional", "retracted", "final")}
@@ -561,14 +577,22 @@ class IntervalJoin:
         self._counters["pairs_retired"] += 1
 
     def _outcome(self, p: Entry, status: str, out: Emit) -> None:
-        # The fact of outcome_payload(...), assembled from the payment's cached parts.
+        # The fact of outcome_payload(...), assembled from the payment's cached parts: in one
+        # C call where the compiled core is in use, else, or for texts past ASCII, written here.
         seq = p.outcome_seq = p.outcome_seq + 1
         p.outcome = status
         pp = p.payment_parts or self._payment_parts(p)
         n = len(p.matches)
-        pjson = f"{pp.outcome_head}{n}{pp.outcome_mid}{_STATUS_TAIL[status]}"
-        out.facts.append(Fact(f"{pp.outcome_key_head}{seq}", "outcome", p.id, status, None,
-                              HASH_LATER, None, pjson))
+        tail = _STATUS_TAIL[status]
+        texts: tuple[str, str] | None = None
+        fill = _OUTCOME_TEXTS
+        if fill is not None:
+            texts = fill(pp.outcome_head, n, pp.outcome_mid, tail, pp.outcome_key_head, seq)
+        if texts is None:
+            texts = _written_outcome_texts(pp.outcome_head, n, pp.outcome_mid, tail,
+                                           pp.outcome_key_head, seq)
+        pjson, key = texts
+        out.facts.append(Fact(key, "outcome", p.id, status, None, HASH_LATER, None, pjson))
 
     # ------------------------------------------------------------------ records
     def on_record(self, rec: Record, out: Emit) -> None:
