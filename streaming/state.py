@@ -278,14 +278,13 @@ class TimeQueue:
     decreasing, with `run_items` beside it, in (time, item) order) is appended there and later
     taken from `head` on: a read and a step each. A pair pushed a little before the run's end
     (within `_NEAR` places) is inserted at its place in the run; only the others go to the
-    heap. A heap made
-    each of them walk its levels twice, in and out (docs/performance.md, twenty-ninth round),
-    and a dictionary from time to items made each of them a lookup and a store in and a
-    search and a delete out, most of a pair's cost (fifty-fifth round): the run's pairs are in
-    no dictionary. With the pairs near the end in the run too, a walk of every pair below a
-    bound (`take_before`) is two slices of the run (sixtieth round). Any other queue (the
-    receipt scorer's, three pushes in four out of order) keeps every pair in the heap: there
-    the run's comparisons cost more than it saved.
+    heap. A heap made each of them walk its levels twice, in and out (docs/performance.md,
+    twenty-ninth round), and a dictionary from time to items made each of them a lookup and a
+    store in and a search and a delete out, most of a pair's cost (fifty-fifth round): the
+    run's pairs are in no dictionary. With the pairs near the end in the run too, a walk of
+    every pair below a bound (`take_before`) is two slices of the run (sixtieth round). Any
+    other queue (the receipt scorer's, three pushes in four out of order) keeps every pair in
+    the heap: there the run's comparisons cost more than it saved.
 
     The heap, in the compiled core, is a `TimeHeap` (streaming/_heap.c, `timed`): the pairs
     in a C array ordered by time, a time's items sorted as they are taken. Its pushes and takes

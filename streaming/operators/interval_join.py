@@ -250,7 +250,7 @@ def _written_pair_texts(pid_head: str, pid_tail: str, pair_head: str, pair_mid: 
 
 # `_texts.outcome_texts` where the compiled core is in use, else None: an outcome's JSON and
 # fact key from the payment's parts, its count and its sequence number in one C call, or None
-# when a text is past ASCII.
+# when a text is past ASCII (or a number past 64 bits).
 _OUTCOME_TEXTS: Final[Callable[[str, int, str, str, str, int], tuple[str, str] | None]
                       | None] = native.hand_written("streaming._texts", "outcome_texts")
 
