@@ -1134,6 +1134,18 @@ static PyObject *ascii_joined(int count, const unsigned char *const *c, const Py
     return text;
 }
 
+/* Argument i of `fn` as the bytes of an ASCII str: 1 with *c and *len set, 0 when the str is
+ * past ASCII (the caller then declines and its Python twin writes the texts), -1 with
+ * TypeError when it is not a str. */
+static int text_arg(const char *fn, PyObject *const *args, int i, const unsigned char **c,
+                    Py_ssize_t *len) {
+    if (!PyUnicode_CheckExact(args[i])) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument %d is not a str", fn, i);
+        return -1;
+    }
+    return ascii_view(args[i], c, len);
+}
+
 enum { PID_HEAD, PID_TAIL, PAIR_HEAD, PAIR_MID, PAIR_TAIL, KEY_HEAD, PAYMENT_EID, SIGNAL_EID,
        RULE_EID, PAIR_ARGS };
 
@@ -1145,11 +1157,7 @@ static PyObject *pair_texts(PyObject *module, PyObject *const *args, Py_ssize_t 
     const unsigned char *c[PAIR_ARGS];
     Py_ssize_t n[PAIR_ARGS];
     for (int i = 0; i < PAIR_ARGS; i++) {
-        if (!PyUnicode_CheckExact(args[i])) {
-            PyErr_Format(PyExc_TypeError, "pair_texts(): argument %d is not a str", i);
-            return NULL;
-        }
-        int viewed = ascii_view(args[i], &c[i], &n[i]);
+        int viewed = text_arg("pair_texts", args, i, &c[i], &n[i]);
         if (viewed < 0)
             return NULL;
         if (!viewed)  /* the caller writes a text past ASCII (hashed as its UTF-8) itself */
@@ -1233,11 +1241,7 @@ static PyObject *outcome_texts(PyObject *module, PyObject *const *args, Py_ssize
             c[i] = (const unsigned char *)d;
             continue;
         }
-        if (!PyUnicode_CheckExact(args[i])) {
-            PyErr_Format(PyExc_TypeError, "outcome_texts(): argument %d is not a str", i);
-            return NULL;
-        }
-        int viewed = ascii_view(args[i], &c[i], &n[i]);
+        int viewed = text_arg("outcome_texts", args, i, &c[i], &n[i]);
         if (viewed < 0)
             return NULL;
         if (!viewed)

@@ -740,14 +740,11 @@ class IntervalJoin:
                 # one call: an eviction pushes nothing into this queue.
                 keys: list[str] = []
                 queue.take_before(bound, keys)
-                if len(keys) == 1:
-                    self._evict(other, keys[0], bound, out)
-                else:
-                    done = set()
-                    for key in keys:
-                        if key not in done:
-                            done.add(key)
-                            self._evict(other, key, bound, out)
+                done = set()
+                for key in keys:
+                    if key not in done:
+                        done.add(key)
+                        self._evict(other, key, bound, out)
         self._maybe_prune_identities()
 
     def _maybe_prune_identities(self) -> None:
